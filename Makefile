@@ -1,0 +1,41 @@
+# Cluster Ops — the two set-up commands: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+MANAGE := $(BIN)/python manage.py
+STAMP := $(VENV)/.installed-requirements
+# With REDIS_URL set, Redis is yours; without it, `make run` starts the embedded one.
+PROCESSES := $(if $(REDIS_URL),worker beat web,redis worker beat web)
+
+.PHONY: run test lint venv clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Cluster Ops needs Python 3.11, found " + sys.version.split()[0] + " at " + sys.executable + " (set PYTHON=/path/to/python3.11)")'
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { echo "Python's venv module is missing: apt-get install python3-venv"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+run: venv
+	$(MANAGE) check
+	$(MANAGE) migrate --noinput
+	$(MANAGE) ensure_admin
+	$(MANAGE) sync_schedules
+	$(MANAGE) seed_demo
+	$(MANAGE) collectstatic --noinput --verbosity 0
+	@echo "Cluster Ops on http://$${WEB_ADDRESS:-127.0.0.1:8000}/ — Ctrl-C stops Redis, worker, beat and web"
+	PATH="$(CURDIR)/$(BIN):$$PATH" exec $(BIN)/honcho start $(PROCESSES)
+
+test: venv
+	@bash scripts/run_tests.sh
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .mypy_cache .ruff_cache

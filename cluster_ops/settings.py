@@ -1,0 +1,220 @@
+"""Cluster Ops settings, read from the environment (twelve-factor).
+
+Every environment variable the product reads is read here and nowhere else. The
+defaults run a fresh clone on one machine: SQLite under ``var/``, the embedded Redis
+that ``make run`` starts, a secret key generated into ``var/`` on first use.
+
+A malformed value never crashes the import: it is recorded in
+``CONFIGURATION_ERRORS`` and reported by the system check in ``cluster_ops/checks.py``
+(``manage.py check``, ``migrate``, the worker at start-up), naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.management.utils import get_random_secret_key
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+CONFIGURATION_ERRORS: list[str] = []
+
+
+def envstr(name: str, default: str) -> str:
+    return os.environ.get(name, "").strip() or default
+
+
+def envbool(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"1", "true", "yes", "on"}:
+        return True
+    if raw in {"0", "false", "no", "off"}:
+        return False
+    CONFIGURATION_ERRORS.append(f"{name}={raw!r} is not a boolean (use true/false, 1/0, yes/no, on/off)")
+    return default
+
+
+def envint(name: str, default: int, *, minimum: int = 0) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        CONFIGURATION_ERRORS.append(f"{name}={raw!r} is not an integer")
+        return default
+    if value < minimum:
+        CONFIGURATION_ERRORS.append(f"{name}={value} is below its minimum {minimum}")
+        return default
+    return value
+
+
+def envlist(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name, "")
+    return [item.strip() for item in raw.split(",") if item.strip()] or default
+
+
+def database_from_url(url: str, var_dir: Path) -> dict:
+    """Django's DATABASES["default"] for ``url``; empty means the SQLite file under var/.
+
+    SQLite gets WAL, a 20 s busy timeout and IMMEDIATE transactions: with a web
+    server and a worker writing at once that is what brought "database is locked"
+    errors to zero (STACK-NOTES). An invalid URL yields the dummy backend, which
+    refuses every query, so nothing silently writes to the wrong database.
+    """
+    if not url:
+        url = f"sqlite:///{var_dir / 'cluster_ops.sqlite3'}"
+    try:
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    except (ValueError, KeyError) as error:
+        CONFIGURATION_ERRORS.append(f"DATABASE_URL={url!r} is not a database URL: {error}")
+        return {"ENGINE": "django.db.backends.dummy"}
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        config["CONN_MAX_AGE"] = 0
+        config["OPTIONS"] = {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    return config
+
+
+def secret_key(var_dir: Path) -> str:
+    """SECRET_KEY from the environment, else the one generated into var/ on first use."""
+    from_env = os.environ.get("SECRET_KEY", "").strip()
+    if from_env:
+        return from_env
+    key_file = var_dir / "secret_key"
+    if not key_file.exists():
+        var_dir.mkdir(parents=True, exist_ok=True)
+        # O_EXCL: two processes starting at once must not write two different keys.
+        try:
+            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(get_random_secret_key())
+    return key_file.read_text().strip()
+
+
+VAR_DIR = Path(envstr("VAR_DIR", str(BASE_DIR / "var")))
+SECRET_KEY = secret_key(VAR_DIR)
+DEBUG = envbool("DEBUG", False)
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+# Behind TLS (HTTPS=true) the cookies are secure and plain HTTP is redirected;
+# `manage.py check --deploy` is clean with HTTPS=true and a SECRET_KEY set.
+HTTPS = envbool("HTTPS", False)
+SECURE_SSL_REDIRECT = HTTPS
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
+if envbool("BEHIND_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_celery_beat",
+    "cluster_ops",
+    "scheduler",
+    "telemetry",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "cluster_ops.urls"
+WSGI_APPLICATION = "cluster_ops.wsgi.application"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", "").strip(), VAR_DIR)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = envstr("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Not the Compressed* variant: brotli over Dash's 47 MB of assets took 308 s (STACK-NOTES).
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
+}
+
+# --- Redis and Celery -------------------------------------------------------------
+# The default is the embedded Redis that `make run` starts (scripts/embedded_redis.py).
+EMBEDDED_REDIS_PORT = envint("EMBEDDED_REDIS_PORT", 6399, minimum=1)
+REDIS_URL = envstr("REDIS_URL", f"redis://127.0.0.1:{EMBEDDED_REDIS_PORT}/0")
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = REDIS_URL
+CELERY_RESULT_EXPIRES = 3600
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+HEARTBEAT_SECONDS = envint("HEARTBEAT_SECONDS", 30, minimum=1)
+
+# --- The product --------------------------------------------------------------------
+TRACES_DIR = Path(envstr("TRACES_DIR", str(BASE_DIR.parent / "shared" / "traces")))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
+
+# First superuser, created once by `manage.py ensure_admin` (run by `make run`).
+ADMIN_USERNAME = envstr("ADMIN_USERNAME", "admin")
+ADMIN_PASSWORD = os.environ.get("ADMIN_PASSWORD", "")  # empty: a random one, printed once

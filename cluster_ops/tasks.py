@@ -1,0 +1,16 @@
+"""Celery tasks of the project shell."""
+
+import socket
+
+from celery import Task, shared_task
+from django.utils import timezone
+
+from . import services
+
+
+@shared_task(name=services.HEARTBEAT_TASK, bind=True)
+def heartbeat(self: Task) -> dict[str, object]:
+    """Prove that beat schedules and a worker runs: records and logs one beat."""
+    worker = self.request.hostname or socket.gethostname()
+    beat = services.record_heartbeat(worker, timezone.now())
+    return {"worker": beat.worker, "beats": beat.beats}

@@ -1,0 +1,1 @@
+"""Job queue and GPU inventory: Django adapters around the pure ``scheduler.core``."""

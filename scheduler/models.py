@@ -1,0 +1,257 @@
+"""Job queue and GPU inventory.
+
+The database enforces what it can (check and partial unique constraints), so an
+invariant holds even when Python-side validation is bypassed. Verbs that span rows or
+open transactions live in ``scheduler/services.py``.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+
+
+class Tenant(models.Model):
+    """A team: guaranteed GPUs (quota) and a fair-share weight; may borrow idle GPUs."""
+
+    name = models.CharField(max_length=100, unique=True)
+    gpu_quota = models.PositiveIntegerField(default=0, help_text="GPUs guaranteed to this tenant")
+    fair_share_weight = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0.0)], help_text="relative weight when sharing"
+    )
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(fair_share_weight__gt=0), name="tenant_weight_positive"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Node(models.Model):
+    """A machine with GPUs; cordoned nodes get no new allocations."""
+
+    hostname = models.CharField(max_length=255, unique=True)
+    schedulable = models.BooleanField(default=True, help_text="untick to cordon the node")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["hostname"]
+
+    def __str__(self) -> str:
+        return self.hostname
+
+
+class GpuHealth(models.TextChoices):
+    OK = "ok", "ok"
+    DEGRADED = "degraded", "degraded"
+    LOST = "lost", "lost"
+
+
+class Gpu(models.Model):
+    """One GPU of a node, keyed by its NVML UUID."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField(help_text="NVML index on its node")
+    uuid = models.CharField("UUID", max_length=64, unique=True)
+    model = models.CharField(max_length=100, help_text="e.g. NVIDIA A100-SXM4-80GB")
+    memory_mib = models.PositiveIntegerField("memory (MiB)")
+    power_limit_w = models.PositiveIntegerField("power limit (W)")
+    health = models.CharField(max_length=10, choices=GpuHealth.choices, default=GpuHealth.OK)
+    health_changed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["node__hostname", "index"]
+        verbose_name = "GPU"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node", "index"],
+                name="gpu_index_unique_per_node",
+                violation_error_message="This node already has a GPU with this index.",
+            ),
+            models.CheckConstraint(condition=Q(memory_mib__gt=0), name="gpu_memory_positive"),
+            models.CheckConstraint(condition=Q(power_limit_w__gt=0), name="gpu_power_limit_positive"),
+            models.CheckConstraint(condition=Q(health__in=GpuHealth.values), name="gpu_health_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.hostname}/gpu{self.index}"
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending", "pending"
+    RUNNING = "running", "running"
+    RESCALING = "rescaling", "rescaling"
+    PREEMPTED = "preempted", "preempted"
+    SUCCEEDED = "succeeded", "succeeded"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+# pending → running ⇄ rescaling → succeeded | failed | cancelled; preempted → pending.
+# Failed and cancelled jobs may be requeued by an operator.
+JOB_TRANSITIONS: dict[str, frozenset[str]] = {
+    JobState.PENDING: frozenset({JobState.RUNNING, JobState.CANCELLED, JobState.FAILED}),
+    JobState.RUNNING: frozenset(
+        {JobState.RESCALING, JobState.PREEMPTED, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
+    ),
+    JobState.RESCALING: frozenset({JobState.RUNNING, JobState.PREEMPTED, JobState.FAILED, JobState.CANCELLED}),
+    JobState.PREEMPTED: frozenset({JobState.PENDING, JobState.CANCELLED}),
+    JobState.SUCCEEDED: frozenset(),
+    JobState.FAILED: frozenset({JobState.PENDING}),
+    JobState.CANCELLED: frozenset({JobState.PENDING}),
+}
+ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.RESCALING})
+FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+
+class Job(models.Model):
+    """A training job in the queue; elastic when ``min_gpus < max_gpus``."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="jobs")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="jobs"
+    )
+    name = models.CharField(max_length=200)
+    workload_profile = models.CharField(
+        max_length=100, help_text="throughput profile the goodput model uses, e.g. resnet18-cifar10"
+    )
+    total_work = models.FloatField(help_text="work to completion, in the profile's units (samples)")
+    min_gpus = models.PositiveIntegerField(default=1)
+    max_gpus = models.PositiveIntegerField(default=1)
+    priority = models.IntegerField(default=0, help_text="higher runs first where a policy honours it")
+    state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.PENDING)
+    submitted_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    progress = models.FloatField(default=0.0, help_text="work done so far, same units as total work")
+    attained_gpu_seconds = models.FloatField(default=0.0)
+    restarts = models.PositiveIntegerField(default=0)
+    last_throughput = models.FloatField(null=True, blank=True, help_text="samples/s last reported")
+    last_grad_noise_scale = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["submitted_at", "id"]
+        indexes = [models.Index(fields=["state", "submitted_at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(min_gpus__gte=1), name="job_min_gpus_at_least_one",
+                violation_error_message="A job needs at least one GPU (min GPUs ≥ 1).",
+            ),
+            models.CheckConstraint(
+                condition=Q(max_gpus__gte=F("min_gpus")), name="job_max_gpus_not_below_min",
+                violation_error_message="Max GPUs must be at least min GPUs.",
+            ),
+            models.CheckConstraint(
+                condition=Q(total_work__gte=0), name="job_total_work_non_negative",
+                violation_error_message="Total work cannot be negative.",
+            ),
+            models.CheckConstraint(condition=Q(progress__gte=0), name="job_progress_non_negative"),
+            models.CheckConstraint(
+                condition=Q(attained_gpu_seconds__gte=0), name="job_attained_gpu_seconds_non_negative"
+            ),
+            models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} (#{self.pk})"
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_gpus < self.max_gpus
+
+    def can_become(self, state: str) -> bool:
+        return state in JOB_TRANSITIONS[self.state]
+
+
+class Allocation(models.Model):
+    """A job held a GPU from ``started_at`` until ``ended_at`` (open while NULL)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="allocations")
+    gpu = models.ForeignKey(Gpu, on_delete=models.PROTECT, related_name="allocations")
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu"], condition=Q(ended_at__isnull=True), name="one_open_allocation_per_gpu",
+                violation_error_message="This GPU is already allocated.",
+            ),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True) | Q(ended_at__gte=F("started_at")),
+                name="allocation_ends_after_start",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} on {self.gpu}"
+
+
+class RoundStatus(models.TextChoices):
+    RUNNING = "running", "running"
+    OK = "ok", "ok"
+    FAILED = "failed", "failed"
+
+
+class SchedulingRound(models.Model):
+    """One scheduling round: the policy that ran, its timings and what it decided."""
+
+    policy = models.CharField(max_length=50)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=10, choices=RoundStatus.choices, default=RoundStatus.RUNNING)
+    jobs_considered = models.PositiveIntegerField(default=0)
+    decisions = models.PositiveIntegerField(default=0, help_text="starts, rescales and preemptions")
+    duration_ms = models.FloatField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(status__in=RoundStatus.values), name="round_status_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"round {self.pk} ({self.policy}, {self.status})"
+
+
+class RescaleKind(models.TextChoices):
+    START = "start", "start"
+    RESCALE = "rescale", "rescale"
+    PREEMPT = "preempt", "preempt"
+    FINISH = "finish", "finish"
+    CANCEL = "cancel", "cancel"
+    REQUEUE = "requeue", "requeue"
+    SETTINGS = "settings", "settings changed"
+
+
+class RescaleEvent(models.Model):
+    """Audit trail: every change to a job's GPUs or queue position, and why."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="rescale_events")
+    round = models.ForeignKey(
+        SchedulingRound, on_delete=models.SET_NULL, null=True, blank=True, related_name="events"
+    )
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=10, choices=RescaleKind.choices)
+    from_gpus = models.PositiveIntegerField(default=0)
+    to_gpus = models.PositiveIntegerField(default=0)
+    reason = models.TextField()
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+        help_text="the operator; empty when the scheduler decided",
+    )
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.job}: {self.from_gpus}→{self.to_gpus}"

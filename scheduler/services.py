@@ -1,0 +1,205 @@
+"""Verbs on the job queue and the GPU inventory; the only place that opens transactions.
+
+Every verb validates first and writes in one transaction, so bad input raises
+``django.core.exceptions.ValidationError`` naming the field and leaves nothing
+half-written. Verbs that find the job already in the target state return early.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from .models import (
+    ACTIVE_STATES,
+    Allocation,
+    Gpu,
+    Job,
+    JobState,
+    Node,
+    RescaleEvent,
+    RescaleKind,
+    Tenant,
+)
+
+Actor = AbstractBaseUser | None
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """A GPU as a node reports it, before it is a row."""
+
+    index: int
+    uuid: str
+    model: str
+    memory_mib: int
+    power_limit_w: int
+
+
+# --- jobs ---------------------------------------------------------------------------
+
+
+def submit_job(
+    *,
+    tenant: Tenant | str,
+    name: str,
+    workload_profile: str,
+    total_work: float,
+    min_gpus: int = 1,
+    max_gpus: int | None = None,
+    priority: int = 0,
+    owner: Actor = None,
+    submitted_at: datetime | None = None,
+) -> Job:
+    """Queue a new job; ``max_gpus`` defaults to ``min_gpus`` (a rigid job)."""
+    job = Job(
+        tenant=_tenant(tenant),
+        owner=owner,
+        name=name,
+        workload_profile=workload_profile,
+        total_work=total_work,
+        min_gpus=min_gpus,
+        max_gpus=min_gpus if max_gpus is None else max_gpus,
+        priority=priority,
+        submitted_at=submitted_at or timezone.now(),
+    )
+    job.full_clean()
+    job.save()
+    return job
+
+
+def cancel_job(job: Job, *, actor: Actor = None, reason: str = "cancelled by operator") -> Job:
+    """Cancel a queued or running job, releasing its GPUs."""
+    with transaction.atomic():
+        job = _locked(job)
+        if job.state == JobState.CANCELLED:
+            return job
+        _require_transition(job, JobState.CANCELLED)
+        now = timezone.now()
+        released = _release_gpus(job, now)
+        job.state, job.finished_at = JobState.CANCELLED, now
+        job.save(update_fields=["state", "finished_at"])
+        _record(job, RescaleKind.CANCEL, released, 0, reason, actor, now)
+    return job
+
+
+def requeue_job(job: Job, *, actor: Actor = None, reason: str = "requeued by operator") -> Job:
+    """Put a job back in the queue: preempts it if it runs; keeps its progress (checkpoint)."""
+    with transaction.atomic():
+        job = _locked(job)
+        if job.state == JobState.PENDING:
+            return job
+        if job.state in ACTIVE_STATES:
+            job.state = JobState.PREEMPTED
+        _require_transition(job, JobState.PENDING)
+        now = timezone.now()
+        released = _release_gpus(job, now)
+        job.state, job.finished_at = JobState.PENDING, None
+        job.save(update_fields=["state", "finished_at"])
+        _record(job, RescaleKind.REQUEUE, released, 0, reason, actor, now)
+    return job
+
+
+def set_priority(job: Job, priority: int, *, actor: Actor = None) -> Job:
+    with transaction.atomic():
+        job = _locked(job)
+        if job.priority == priority:
+            return job
+        reason = f"priority {job.priority} → {priority}"
+        job.priority = priority
+        job.full_clean()
+        job.save(update_fields=["priority"])
+        _record_settings_change(job, reason, actor)
+    return job
+
+
+def set_gpu_bounds(job: Job, min_gpus: int, max_gpus: int, *, actor: Actor = None) -> Job:
+    """Change a job's GPU range; a running job is resized by the next round, not here."""
+    with transaction.atomic():
+        job = _locked(job)
+        if (job.min_gpus, job.max_gpus) == (min_gpus, max_gpus):
+            return job
+        reason = f"GPU bounds {job.min_gpus}..{job.max_gpus} → {min_gpus}..{max_gpus}"
+        job.min_gpus, job.max_gpus = min_gpus, max_gpus
+        job.full_clean()
+        job.save(update_fields=["min_gpus", "max_gpus"])
+        _record_settings_change(job, reason, actor)
+    return job
+
+
+def _tenant(tenant: Tenant | str) -> Tenant:
+    if isinstance(tenant, Tenant):
+        return tenant
+    try:
+        return Tenant.objects.get(name=tenant)
+    except Tenant.DoesNotExist:
+        raise ValidationError({"tenant": f"Unknown tenant {tenant!r}."}) from None
+
+
+def _locked(job: Job) -> Job:
+    return Job.objects.select_for_update().get(pk=job.pk)
+
+
+def _require_transition(job: Job, state: str) -> None:
+    if not job.can_become(state):
+        raise ValidationError({"state": f"A {job.state} job cannot become {state}."})
+
+
+def _release_gpus(job: Job, now: datetime) -> int:
+    """Close the job's open allocations; returns how many GPUs it held."""
+    return Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=now)
+
+
+def _record_settings_change(job: Job, reason: str, actor: Actor) -> None:
+    held = Allocation.objects.filter(job=job, ended_at__isnull=True).count()
+    _record(job, RescaleKind.SETTINGS, held, held, reason, actor, timezone.now())
+
+
+def _record(
+    job: Job, kind: str, from_gpus: int, to_gpus: int, reason: str, actor: Actor, at: datetime
+) -> RescaleEvent:
+    return RescaleEvent.objects.create(
+        job=job, kind=kind, from_gpus=from_gpus, to_gpus=to_gpus, reason=reason,
+        actor=actor if actor is not None and actor.is_authenticated else None, at=at,
+    )
+
+
+# --- inventory ----------------------------------------------------------------------
+
+
+def register_node(hostname: str, gpus: Sequence[GpuSpec]) -> Node:
+    """Create or update a node and its GPUs as the node reports them (idempotent).
+
+    GPUs are matched by UUID; a GPU that moved index keeps its history.
+    """
+    _check_gpu_specs(gpus)
+    Node(hostname=hostname).full_clean(validate_unique=False)
+    with transaction.atomic():  # a GPU that fails validation rolls back the whole node
+        node, _ = Node.objects.get_or_create(hostname=hostname)
+        for spec in gpus:
+            _upsert_gpu(node, spec)
+    return node
+
+
+def _check_gpu_specs(gpus: Sequence[GpuSpec]) -> None:
+    for field in ("index", "uuid"):
+        counts = Counter(getattr(spec, field) for spec in gpus)
+        repeated = sorted(str(value) for value, count in counts.items() if count > 1)
+        if repeated:
+            raise ValidationError({field: f"GPU {field} given more than once: {', '.join(repeated)}."})
+
+
+def _upsert_gpu(node: Node, spec: GpuSpec) -> Gpu:
+    gpu = Gpu.objects.filter(uuid=spec.uuid).first() or Gpu(uuid=spec.uuid)
+    gpu.node, gpu.index, gpu.model = node, spec.index, spec.model
+    gpu.memory_mib, gpu.power_limit_w = spec.memory_mib, spec.power_limit_w
+    gpu.full_clean()
+    gpu.save()
+    return gpu

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole suite, as `make test` runs it: lint, then pytest.
+# pytest exits 5 when it collected no test: that is a broken selection, never a pass.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+.venv/bin/ruff check . || exit 1
+.venv/bin/pytest "$@"
+status=$?
+if [ "$status" -eq 5 ]; then
+    echo "pytest collected no tests: failing, since an empty run proves nothing" >&2
+    exit 1
+fi
+exit "$status"

@@ -1,0 +1,1 @@
+"""GPU telemetry: collectors (NVML or simulated), samples and rollups, power, export."""
