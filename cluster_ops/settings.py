@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.management.utils import get_random_secret_key
@@ -57,7 +58,7 @@ def envlist(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()] or default
 
 
-def database_from_url(url: str, var_dir: Path) -> dict:
+def database_from_url(url: str, var_dir: Path) -> dict[str, Any]:
     """Django's DATABASES["default"] for ``url``; empty means the SQLite file under var/.
 
     SQLite gets WAL, a 20 s busy timeout and IMMEDIATE transactions: with a web
@@ -68,10 +69,11 @@ def database_from_url(url: str, var_dir: Path) -> dict:
     if not url:
         url = f"sqlite:///{var_dir / 'cluster_ops.sqlite3'}"
     try:
-        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        parsed = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
     except (ValueError, KeyError) as error:
         CONFIGURATION_ERRORS.append(f"DATABASE_URL={url!r} is not a database URL: {error}")
         return {"ENGINE": "django.db.backends.dummy"}
+    config: dict[str, Any] = dict(parsed)
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["CONN_MAX_AGE"] = 0
         config["OPTIONS"] = {

@@ -20,3 +20,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # A file, not shared-cache memory: worker threads in integration tests open their own
     # connections, and WAL + IMMEDIATE behave as in production only on a file.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_cluster_ops.sqlite3")}  # noqa: F405
+
+# Worker and beat threads in integration tests must not keep connections open past their
+# task: PostgreSQL refuses to drop a test database that still has sessions.
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

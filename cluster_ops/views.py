@@ -10,10 +10,8 @@ from .models import Heartbeat
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    tenants = Tenant.objects.all()
-    if not request.user.is_staff:
-        tenants = tenants.filter(members=request.user)
-    jobs = Job.objects.filter(tenant__in=tenants)
+    tenants = Tenant.objects.visible_to(request.user)
+    jobs = Job.objects.visible_to(request.user)
     context = {
         "tenants": tenants.annotate(job_count=Count("jobs")),
         "jobs_by_state": dict(jobs.values_list("state").annotate(n=Count("id"))),

@@ -16,8 +16,8 @@ from django.utils.html import format_html
 from . import services
 from .models import Allocation, Gpu, GpuHealth, Job, JobState, Node, RescaleEvent, SchedulingRound, Tenant
 
-HEALTH_COLOURS = {GpuHealth.OK: "#027a48", GpuHealth.DEGRADED: "#b54708", GpuHealth.LOST: "#b42318"}
-STATE_COLOURS = {
+HEALTH_COLOURS: dict[str, str] = {GpuHealth.OK: "#027a48", GpuHealth.DEGRADED: "#b54708", GpuHealth.LOST: "#b42318"}
+STATE_COLOURS: dict[str, str] = {
     JobState.PENDING: "#52606d", JobState.RUNNING: "#027a48", JobState.RESCALING: "#1570ef",
     JobState.PREEMPTED: "#b54708", JobState.SUCCEEDED: "#3e4c59", JobState.FAILED: "#b42318",
     JobState.CANCELLED: "#9aa5b1",
@@ -76,7 +76,7 @@ class GpuBoundsForm(forms.Form):
     max_gpus = forms.IntegerField(min_value=1, label="Max GPUs")
 
     def clean(self) -> dict:
-        data = super().clean()
+        data = super().clean() or {}
         if data.get("min_gpus") and data.get("max_gpus") and data["max_gpus"] < data["min_gpus"]:
             self.add_error("max_gpus", "Max GPUs must be at least min GPUs.")
         return data

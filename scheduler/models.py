@@ -8,9 +8,18 @@ open transactions live in ``scheduler/services.py``.
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q
+
+
+class TenantQuerySet(models.QuerySet["Tenant"]):
+    def visible_to(self, user: User | AnonymousUser) -> TenantQuerySet:
+        """The one rule of tenancy: staff see every tenant, others only those they belong to."""
+        if user.is_staff:
+            return self
+        return self.filter(members__pk=user.pk) if user.is_authenticated else self.none()
 
 
 class Tenant(models.Model):
@@ -22,6 +31,8 @@ class Tenant(models.Model):
         default=1.0, validators=[MinValueValidator(0.0)], help_text="relative weight when sharing"
     )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
+
+    objects = TenantQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]
@@ -111,6 +122,12 @@ ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.RESCALING})
 FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 
+class JobQuerySet(models.QuerySet["Job"]):
+    def visible_to(self, user: User | AnonymousUser) -> JobQuerySet:
+        """Jobs of the tenants ``user`` may see (``TenantQuerySet.visible_to``)."""
+        return self if user.is_staff else self.filter(tenant__in=Tenant.objects.visible_to(user))
+
+
 class Job(models.Model):
     """A training job in the queue; elastic when ``min_gpus < max_gpus``."""
 
@@ -135,6 +152,8 @@ class Job(models.Model):
     restarts = models.PositiveIntegerField(default=0)
     last_throughput = models.FloatField(null=True, blank=True, help_text="samples/s last reported")
     last_grad_noise_scale = models.FloatField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
 
     class Meta:
         ordering = ["submitted_at", "id"]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -29,7 +29,7 @@ from .models import (
     Tenant,
 )
 
-Actor = AbstractBaseUser | None
+Actor = User | AnonymousUser | None  # who asked: an operator, or None for the scheduler
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def submit_job(
     """Queue a new job; ``max_gpus`` defaults to ``min_gpus`` (a rigid job)."""
     job = Job(
         tenant=_tenant(tenant),
-        owner=owner,
+        owner=_user(owner),
         name=name,
         workload_profile=workload_profile,
         total_work=total_work,
@@ -143,6 +143,10 @@ def _tenant(tenant: Tenant | str) -> Tenant:
         raise ValidationError({"tenant": f"Unknown tenant {tenant!r}."}) from None
 
 
+def _user(actor: Actor) -> User | None:
+    return actor if isinstance(actor, User) else None
+
+
 def _locked(job: Job) -> Job:
     return Job.objects.select_for_update().get(pk=job.pk)
 
@@ -167,7 +171,7 @@ def _record(
 ) -> RescaleEvent:
     return RescaleEvent.objects.create(
         job=job, kind=kind, from_gpus=from_gpus, to_gpus=to_gpus, reason=reason,
-        actor=actor if actor is not None and actor.is_authenticated else None, at=at,
+        actor=_user(actor), at=at,
     )
 
 

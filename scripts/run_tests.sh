@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The whole suite, as `make test` runs it: lint, then pytest.
+# The whole suite, as `make test` runs it: lint and type checks, then pytest.
 # pytest exits 5 when it collected no test: that is a broken selection, never a pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/ruff check . || exit 1
+.venv/bin/mypy || exit 1
 .venv/bin/pytest "$@"
 status=$?
 if [ "$status" -eq 5 ]; then

@@ -7,6 +7,7 @@ was expected; nothing is returned from a file that has one bad row.
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def pollux_total_progress(application_dir: Path) -> float:
     return _number(curves[0], line, last, "progress", float, minimum=0)
 
 
-def _require_columns(path: Path, found: list[str] | None, expected: tuple[str, ...]) -> None:
+def _require_columns(path: Path, found: Sequence[str] | None, expected: tuple[str, ...]) -> None:
     missing = [column for column in expected if column not in (found or [])]
     if missing:
         raise TraceError(path, 1, missing[0], f"missing column(s) {missing}; header is {found}")

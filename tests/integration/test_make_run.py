@@ -1,0 +1,93 @@
+"""`make run` end to end: Redis, worker, beat and web come up; Ctrl-C leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from http.cookiejar import CookieJar
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from .conftest import free_port
+
+pytestmark = pytest.mark.integration
+
+
+class Output:
+    """Collects a process's output on a thread so that waiting never blocks on a pipe."""
+
+    def __init__(self, stream) -> None:  # type: ignore[no-untyped-def]
+        self.text = ""
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream) -> None:  # type: ignore[no-untyped-def]
+        for line in stream:
+            self.text += line
+
+    def wait_for(self, pattern: str, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if re.search(pattern, self.text):
+                return True
+            time.sleep(0.2)
+        return False
+
+
+def processes_with(marker: str) -> list[int]:
+    """PIDs whose environment carries ``marker``: everything `make run` started."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "environ").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
+
+
+def log_in_and_get(base: str, path: str, password: str) -> str:
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+    form = opener.open(f"{base}/accounts/login/").read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)  # type: ignore[union-attr]
+    data = urlencode({"username": "admin", "password": password, "csrfmiddlewaretoken": token}).encode()
+    opener.open(urllib.request.Request(f"{base}/accounts/login/", data, headers={"Referer": base}))
+    return opener.open(f"{base}{path}").read().decode()
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures_dir: Path, tmp_path: Path) -> None:
+    marker, web_port = f"CLUSTER_OPS_STACK_TEST={uuid.uuid4().hex}", free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("DJANGO") and k != "DATABASE_URL"},
+        "VAR_DIR": str(tmp_path), "EMBEDDED_REDIS_PORT": str(free_port()), "WEB_ADDRESS": f"127.0.0.1:{web_port}",
+        "HEARTBEAT_SECONDS": "1", "ADMIN_PASSWORD": "stack-test-password", "TRACES_DIR": str(fixtures_dir),
+        marker.split("=")[0]: marker.split("=")[1],
+    }
+    env.pop("REDIS_URL", None)
+    stack = subprocess.Popen(["make", "--no-print-directory", "run"], cwd=repo_root, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    output = Output(stack.stdout)
+    try:
+        assert output.wait_for(r"heartbeat #2 from worker", seconds=120), output.text[-3000:]
+        assert "created admin user" in output.text and "16 node(s), 3 tenant(s), 3 job(s) added" in output.text
+        page = log_in_and_get(f"http://127.0.0.1:{web_port}", "/admin/scheduler/node/", "stack-test-password")
+        assert "a100-00" in page and "v100-07" in page
+        assert len(processes_with(marker)) >= 5  # make/honcho, redis, worker (+ children), beat, gunicorn (+ workers)
+    finally:
+        os.killpg(stack.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
+        stack.wait(timeout=60)
+    deadline = time.monotonic() + 10
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with(marker) == [], output.text[-3000:]

@@ -1,0 +1,143 @@
+"""Django admin as an operator uses it: staff only, job actions through the services."""
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+
+from scheduler.models import Allocation, Gpu, Job, JobState, Node, RescaleEvent, Tenant
+
+CHANGELISTS = [
+    "scheduler_job", "scheduler_node", "scheduler_gpu", "scheduler_tenant", "scheduler_allocation",
+    "scheduler_schedulinground", "scheduler_rescaleevent", "cluster_ops_heartbeat",
+    "django_celery_beat_periodictask",
+]
+
+
+@pytest.mark.parametrize("name", [n for n in CHANGELISTS if n != "scheduler_allocation"])
+def test_every_changelist_renders_for_staff(operator_client: Client, job: Job, node: Node, name: str) -> None:
+    response = operator_client.get(reverse(f"admin:{name}_changelist"))
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("url", ["/admin/", "/admin/scheduler/job/", "/"])
+def test_anonymous_users_are_sent_to_log_in(client: Client, db: None, url: str) -> None:
+    response = client.get(url)
+    assert response.status_code == 302 and "login" in response["Location"]
+
+
+def test_non_staff_users_cannot_enter_admin(client: Client, db: None) -> None:
+    client.force_login(User.objects.create_user("alice", password="pw-alice-123"))
+    response = client.get("/admin/scheduler/job/")
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_job_page_shows_allocation_history_and_rescale_events(operator_client, job, node, now) -> None:
+    Allocation.objects.create(job=job, gpu=node.gpus.get(index=2), started_at=now, ended_at=now)
+    RescaleEvent.objects.create(job=job, at=now, kind="start", from_gpus=0, to_gpus=1, reason="fits on node1")
+    page = operator_client.get(reverse("admin:scheduler_job_change", args=[job.pk])).content.decode()
+    assert "allocation history" in page.lower() and "node1/gpu2" in page
+    assert "fits on node1" in page
+
+
+def test_job_list_filters_by_state_tenant_and_node(operator_client, job, node, other_tenant, now) -> None:
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+    Allocation.objects.create(job=job, gpu=node.gpus.first(), started_at=now)
+    url = reverse("admin:scheduler_job_changelist")
+    assert "resnet" in operator_client.get(url, {"state": "running", "node": node.pk}).content.decode()
+    assert "0 jobs" in operator_client.get(url, {"tenant__id__exact": other_tenant.pk}).content.decode()
+    assert "resnet" in operator_client.get(url, {"q": "vision"}).content.decode()
+
+
+def post_action(client: Client, action: str, jobs: list[Job], **data: object):  # type: ignore[no-untyped-def]
+    payload = {"action": action, "_selected_action": [j.pk for j in jobs], **data}
+    return client.post(reverse("admin:scheduler_job_changelist"), payload, follow=True)
+
+
+def test_cancel_and_requeue_actions(operator_client: Client, job: Job, operator: User) -> None:
+    post_action(operator_client, "cancel_jobs", [job])
+    assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
+    post_action(operator_client, "requeue_jobs", [job])
+    assert Job.objects.get(pk=job.pk).state == JobState.PENDING
+    events = list(RescaleEvent.objects.values_list("kind", "actor"))
+    assert events == [("requeue", operator.pk), ("cancel", operator.pk)]
+
+
+def test_cancel_action_names_the_job_it_could_not_cancel(operator_client: Client, job: Job, tenant) -> None:
+    done = Job.objects.create(tenant=tenant, name="old", workload_profile="x", total_work=1,
+                              submitted_at=job.submitted_at, state=JobState.SUCCEEDED)
+    page = post_action(operator_client, "cancel_jobs", [job, done]).content.decode()
+    assert "succeeded job cannot become cancelled" in page and "1 job(s) cancelled" in page
+    assert Job.objects.get(pk=done.pk).state == JobState.SUCCEEDED
+
+
+def test_change_priority_asks_then_applies(operator_client: Client, job: Job) -> None:
+    form_page = post_action(operator_client, "change_priority", [job])
+    assert 'name="priority"' in form_page.content.decode()
+    post_action(operator_client, "change_priority", [job], priority=7, apply="Apply")
+    assert Job.objects.get(pk=job.pk).priority == 7
+
+
+def test_change_gpu_bounds_refuses_min_above_max(operator_client: Client, job: Job) -> None:
+    page = post_action(operator_client, "change_gpu_bounds", [job], min_gpus=5, max_gpus=2, apply="Apply")
+    assert "Max GPUs must be at least min GPUs." in page.content.decode()
+    assert (Job.objects.get(pk=job.pk).min_gpus, Job.objects.get(pk=job.pk).max_gpus) == (1, 4)
+    post_action(operator_client, "change_gpu_bounds", [job], min_gpus=2, max_gpus=6, apply="Apply")
+    assert (Job.objects.get(pk=job.pk).min_gpus, Job.objects.get(pk=job.pk).max_gpus) == (2, 6)
+
+
+def job_form(tenant_pk: object, **overrides: object) -> dict:
+    data = {
+        "name": "new", "tenant": tenant_pk, "owner": "", "workload_profile": "bert", "total_work": "100",
+        "min_gpus": "1", "max_gpus": "2", "priority": "0",
+        "allocations-TOTAL_FORMS": "0", "allocations-INITIAL_FORMS": "0",
+        "rescale_events-TOTAL_FORMS": "0", "rescale_events-INITIAL_FORMS": "0",
+    }
+    return {**data, **overrides}
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"min_gpus": "3", "max_gpus": "2"}, "Max GPUs must be at least min GPUs."),
+        ({"total_work": "-1"}, "Total work cannot be negative."),
+        ({"tenant": "99999"}, "Select a valid choice"),
+    ],
+)
+def test_admin_add_form_refuses_bad_jobs(operator_client: Client, tenant: Tenant, overrides, message) -> None:
+    response = operator_client.post(reverse("admin:scheduler_job_add"), job_form(tenant.pk, **overrides))
+    assert response.status_code == 200 and message in response.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_admin_add_form_submits_through_the_service(operator_client: Client, tenant: Tenant, operator) -> None:
+    response = operator_client.post(reverse("admin:scheduler_job_add"), job_form(tenant.pk))
+    assert response.status_code == 302
+    job = Job.objects.get()
+    assert (job.name, job.state, job.owner, job.submitted_at is not None) == ("new", "pending", operator, True)
+
+
+def test_admin_edit_of_bounds_is_audited(operator_client: Client, job: Job) -> None:
+    data = job_form(job.tenant_id, name="resnet", min_gpus="2", max_gpus="3")
+    response = operator_client.post(reverse("admin:scheduler_job_change", args=[job.pk]), data)
+    assert response.status_code == 302
+    assert "1..4 → 2..3" in RescaleEvent.objects.get(job=job).reason
+
+
+def test_node_form_refuses_a_gpu_index_twice(operator_client: Client, db: None) -> None:
+    gpu = {"model": "x", "memory_mib": "1", "power_limit_w": "1", "health": "ok"}
+    data = {
+        "hostname": "n9", "schedulable": "on",
+        "gpus-TOTAL_FORMS": "2", "gpus-INITIAL_FORMS": "0",
+        **{f"gpus-0-{k}": v for k, v in {**gpu, "index": "0", "uuid": "GPU-1"}.items()},
+        **{f"gpus-1-{k}": v for k, v in {**gpu, "index": "0", "uuid": "GPU-2"}.items()},
+    }
+    response = operator_client.post(reverse("admin:scheduler_node_add"), data)
+    assert response.status_code == 200 and "duplicate" in response.content.decode().lower()
+    assert not Node.objects.exists() and not Gpu.objects.exists()
+
+
+def test_gpu_health_is_visible_at_a_glance(operator_client: Client, node: Node) -> None:
+    node.gpus.filter(index=1).update(health="lost")
+    page = operator_client.get(reverse("admin:scheduler_gpu_changelist")).content.decode()
+    assert page.count(">lost</span>") == 1 and page.count(">ok</span>") == 3
