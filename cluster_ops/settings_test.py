@@ -24,3 +24,4 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 # Worker and beat threads in integration tests must not keep connections open past their
 # task: PostgreSQL refuses to drop a test database that still has sessions.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+WHITENOISE_AUTOREFRESH = True  # serve from the finders; no collectstatic before tests

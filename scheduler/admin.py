@@ -202,6 +202,15 @@ class NodeAdmin(admin.ModelAdmin):
     list_filter = ("schedulable", "gpus__model")
     search_fields = ("hostname", "gpus__uuid")
     inlines = (GpuInline,)
+    actions = ("cordon", "uncordon")
+
+    @admin.action(description="Cordon selected nodes (no new allocations)")
+    def cordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        self.message_user(request, f"{services.set_node_schedulable(list(queryset), False)} node(s) cordoned.")
+
+    @admin.action(description="Uncordon selected nodes")
+    def uncordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        self.message_user(request, f"{services.set_node_schedulable(list(queryset), True)} node(s) uncordoned.")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
         return super().get_queryset(request).annotate(
@@ -229,6 +238,22 @@ class GpuAdmin(admin.ModelAdmin):
     list_filter = ("health", "node", "model")
     search_fields = ("uuid", "node__hostname", "model")
     list_select_related = ("node",)
+    actions = ("mark_ok", "mark_degraded", "mark_lost")
+
+    @admin.action(description="Mark selected GPUs ok")
+    def mark_ok(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
+        self._mark(request, queryset, GpuHealth.OK)
+
+    @admin.action(description="Mark selected GPUs degraded")
+    def mark_degraded(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
+        self._mark(request, queryset, GpuHealth.DEGRADED)
+
+    @admin.action(description="Mark selected GPUs lost (the scheduler stops using them)")
+    def mark_lost(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
+        self._mark(request, queryset, GpuHealth.LOST)
+
+    def _mark(self, request: HttpRequest, queryset: QuerySet[Gpu], health: str) -> None:
+        self.message_user(request, f"{services.set_gpu_health(list(queryset), health)} GPU(s) marked {health}.")
 
     @admin.display(description="health", ordering="health")
     def health_badge(self, gpu: Gpu) -> str:
@@ -272,6 +297,14 @@ class AuditAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+@admin.register(Allocation)
+class AllocationAdmin(AuditAdmin):
+    list_display = ("gpu", "job", "started_at", "ended_at")
+    list_filter = (("ended_at", admin.EmptyFieldListFilter), "gpu__node", "job__tenant")
+    search_fields = ("job__name", "gpu__uuid", "gpu__node__hostname")
+    list_select_related = ("gpu__node", "job")
 
 
 @admin.register(SchedulingRound)

@@ -21,6 +21,7 @@ from .models import (
     ACTIVE_STATES,
     Allocation,
     Gpu,
+    GpuHealth,
     Job,
     JobState,
     Node,
@@ -190,6 +191,20 @@ def register_node(hostname: str, gpus: Sequence[GpuSpec]) -> Node:
         for spec in gpus:
             _upsert_gpu(node, spec)
     return node
+
+
+def set_gpu_health(gpus: Sequence[Gpu], health: str) -> int:
+    """Mark GPUs ok, degraded or lost; returns how many changed. Lost GPUs get no new work."""
+    if health not in GpuHealth.values:
+        raise ValidationError({"health": f"Unknown GPU health {health!r}; expected one of {GpuHealth.values}."})
+    changing = Gpu.objects.filter(pk__in=[gpu.pk for gpu in gpus]).exclude(health=health)
+    return changing.update(health=health, health_changed_at=timezone.now())
+
+
+def set_node_schedulable(nodes: Sequence[Node], schedulable: bool) -> int:
+    """Cordon (False) or uncordon (True) nodes; running jobs stay where they are."""
+    changing = Node.objects.filter(pk__in=[node.pk for node in nodes]).exclude(schedulable=schedulable)
+    return changing.update(schedulable=schedulable)
 
 
 def _check_gpu_specs(gpus: Sequence[GpuSpec]) -> None:

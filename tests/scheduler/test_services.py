@@ -122,3 +122,11 @@ def test_register_node_rejects_a_bad_hostname(db: None) -> None:
     with pytest.raises(ValidationError) as error:
         services.register_node("", [gpu(0, "GPU-a")])
     assert "hostname" in error.value.message_dict
+
+
+def test_gpu_health_is_validated_and_only_changes_are_counted(node: Node) -> None:
+    gpus = list(node.gpus.all())
+    with pytest.raises(ValidationError, match="Unknown GPU health 'melted'"):
+        services.set_gpu_health(gpus, "melted")
+    assert services.set_gpu_health(gpus[:2], "degraded") == 2
+    assert services.set_gpu_health(gpus, "degraded") == 2

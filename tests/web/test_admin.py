@@ -14,7 +14,7 @@ CHANGELISTS = [
 ]
 
 
-@pytest.mark.parametrize("name", [n for n in CHANGELISTS if n != "scheduler_allocation"])
+@pytest.mark.parametrize("name", CHANGELISTS)
 def test_every_changelist_renders_for_staff(operator_client: Client, job: Job, node: Node, name: str) -> None:
     response = operator_client.get(reverse(f"admin:{name}_changelist"))
     assert response.status_code == 200
@@ -141,3 +141,24 @@ def test_gpu_health_is_visible_at_a_glance(operator_client: Client, node: Node) 
     node.gpus.filter(index=1).update(health="lost")
     page = operator_client.get(reverse("admin:scheduler_gpu_changelist")).content.decode()
     assert page.count(">lost</span>") == 1 and page.count(">ok</span>") == 3
+
+
+def test_gpu_health_actions(operator_client: Client, node: Node) -> None:
+    lost = list(node.gpus.filter(index__in=[1, 2]))
+    payload = {"action": "mark_lost", "_selected_action": [g.pk for g in lost]}
+    page = operator_client.post(reverse("admin:scheduler_gpu_changelist"), payload, follow=True).content.decode()
+    assert "2 GPU(s) marked lost." in page
+    assert sorted(node.gpus.filter(health="lost").values_list("index", flat=True)) == [1, 2]
+    assert all(g.health_changed_at for g in node.gpus.filter(health="lost"))
+
+
+def test_cordon_action(operator_client: Client, node: Node) -> None:
+    payload = {"action": "cordon", "_selected_action": [node.pk]}
+    operator_client.post(reverse("admin:scheduler_node_changelist"), payload)
+    assert Node.objects.get(pk=node.pk).schedulable is False
+
+
+def test_allocations_cannot_be_edited_in_admin(operator_client: Client, job: Job, node: Node, now) -> None:
+    allocation = Allocation.objects.create(job=job, gpu=node.gpus.first(), started_at=now)
+    page = operator_client.get(reverse("admin:scheduler_allocation_change", args=[allocation.pk]))
+    assert page.status_code == 200 and 'name="_save"' not in page.content.decode()
