@@ -1,0 +1,66 @@
+"""How fast a job progresses on k GPUs: the one speed function every policy and the simulator use.
+
+A job with a workload profile goes as its fitted goodput model says (goodput.py); a job
+without one (a rigid trace job) progresses one work unit per second at ``min_gpus`` and,
+if a policy gives it more, linearly faster.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .goodput import GoodputModel
+from .types import ClusterSnapshot, JobInfo
+
+
+def model_for(job: JobInfo, snap: ClusterSnapshot, gpu_type: str | None = None) -> GoodputModel | None:
+    """The job's goodput model on ``gpu_type`` (its required type, else the cluster's most common)."""
+    by_type = snap.profiles.get(job.profile) if job.profile else None
+    if not by_type:
+        return None
+    wanted = gpu_type or job.gpu_type or dominant_gpu_type(snap)
+    # A profile measured on other hardware still ranks allocations sensibly: use its first type.
+    return by_type.get(wanted) or by_type[sorted(by_type)[0]]
+
+
+def dominant_gpu_type(snap: ClusterSnapshot) -> str | None:
+    counts: dict[str, int] = {}
+    for node in snap.nodes:
+        counts[node.gpu_type] = counts.get(node.gpu_type, 0) + len(node.gpus)
+    return max(sorted(counts), key=counts.__getitem__) if counts else None
+
+
+def gpus_per_node(snap: ClusterSnapshot, gpu_type: str | None = None) -> int:
+    """The largest node size (of ``gpu_type`` if given): the fewest-nodes packing unit."""
+    sizes = [len(node.gpus) for node in snap.nodes if gpu_type is None or node.gpu_type == gpu_type]
+    return max(sizes, default=1) or 1
+
+
+def fewest_nodes(gpus: int, node_size: int) -> int:
+    return math.ceil(gpus / node_size) if gpus > 0 else 0
+
+
+def speed_table(job: JobInfo, snap: ClusterSnapshot, up_to: int | None = None) -> NDArray:
+    """Speed (work units/s) at 0, 1, …, ``up_to`` GPUs (default ``max_gpus``), packed on fewest nodes."""
+    top = job.max_gpus if up_to is None else up_to
+    counts = np.arange(top + 1)
+    model = model_for(job, snap)
+    if model is None:
+        return np.where(counts >= job.min_gpus, counts / job.min_gpus, 0.0)
+    node_size = gpus_per_node(snap, job.gpu_type)
+    nodes = np.ceil(counts / node_size)
+    return model.speed(nodes, counts, job.grad_noise_scale)
+
+
+def job_speed(job: JobInfo, snap: ClusterSnapshot, gpus: int, nodes: int | None = None) -> float:
+    """Work units per second for ``job`` on ``gpus`` GPUs over ``nodes`` nodes (default: fewest)."""
+    if gpus <= 0:
+        return 0.0
+    model = model_for(job, snap)
+    if model is None:
+        return gpus / job.min_gpus if gpus >= job.min_gpus else 0.0
+    node_count = nodes if nodes is not None else fewest_nodes(gpus, gpus_per_node(snap, job.gpu_type))
+    return float(model.speed(node_count, gpus, job.grad_noise_scale)[0])

@@ -1,0 +1,156 @@
+"""Data crossing the core boundary: one snapshot type in, one result type out.
+
+Everything here is a frozen dataclass that checks its own invariants. Time is a float in
+seconds on the caller's clock (``ClusterSnapshot.now``): wall-clock epoch seconds in the
+live round, simulated seconds in the simulator. The core never reads a clock.
+
+Work units: a job with a workload profile measures work as the profile defines it
+(Pollux's scale-invariant iterations); a job without one measures work in seconds at its
+``min_gpus`` (a rigid trace job of duration D has ``total_work = D``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# JSON-serialisable memory a policy carries between rounds (dicts, lists, str, numbers).
+PolicyState = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """One GPU of a node, named by an id stable across rounds (its UUID)."""
+
+    id: str
+    healthy: bool = True
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A node: its GPUs, all of one type (a canonical key such as ``"a100"``)."""
+
+    name: str
+    gpu_type: str
+    gpus: tuple[GpuSlot, ...]
+    schedulable: bool = True
+
+    def __post_init__(self) -> None:
+        ids = [gpu.id for gpu in self.gpus]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"node {self.name}: a GPU id appears twice")
+
+    @property
+    def usable_gpus(self) -> tuple[GpuSlot, ...]:
+        """GPUs a new or resized job may get: healthy, on a schedulable node."""
+        return tuple(gpu for gpu in self.gpus if gpu.healthy) if self.schedulable else ()
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    name: str
+    quota: int = 0  # GPUs guaranteed
+    weight: float = 1.0  # fair-share weight
+
+    def __post_init__(self) -> None:
+        if self.quota < 0 or self.weight <= 0:
+            raise ValueError(f"tenant {self.name}: quota must be ≥ 0 and weight > 0")
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as a policy sees it. ``placement`` lists the GPU ids it holds now."""
+
+    id: str
+    tenant: str
+    submit_time: float
+    min_gpus: int
+    max_gpus: int
+    total_work: float
+    progress: float = 0.0
+    priority: int = 0
+    profile: str | None = None  # workload profile; None: rigid trace job, speed known only at min_gpus
+    gpu_type: str | None = None  # required GPU type, None for any
+    placement: tuple[str, ...] = ()
+    attained_gpu_seconds: float = 0.0
+    restarts: int = 0
+    batch_size: int | None = None  # global batch the user asked for
+    throughput: float | None = None  # last reported samples/s
+    grad_noise_scale: float | None = None  # last reported gradient noise scale φ
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_gpus <= self.max_gpus:
+            raise ValueError(f"job {self.id}: need 1 ≤ min_gpus ≤ max_gpus, got {self.min_gpus}..{self.max_gpus}")
+        if self.total_work < 0 or self.progress < 0 or self.attained_gpu_seconds < 0:
+            raise ValueError(f"job {self.id}: work, progress and attained GPU-time must be ≥ 0")
+        if len(set(self.placement)) != len(self.placement):
+            raise ValueError(f"job {self.id}: a GPU appears twice in its placement")
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_gpus < self.max_gpus
+
+    @property
+    def gpus(self) -> int:
+        """GPUs held now."""
+        return len(self.placement)
+
+    @property
+    def running(self) -> bool:
+        return bool(self.placement)
+
+    @property
+    def remaining_work(self) -> float:
+        return max(self.total_work - self.progress, 0.0)
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Everything a policy may look at for one round."""
+
+    now: float
+    nodes: tuple[NodeInfo, ...]
+    jobs: tuple[JobInfo, ...]
+    tenants: tuple[TenantInfo, ...] = ()
+    # Speed models by workload profile, then by GPU type (see goodput.py).
+    profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        all_gpus = [gpu.id for node in self.nodes for gpu in node.gpus]
+        if len(set(all_gpus)) != len(all_gpus):
+            raise ValueError("a GPU id appears on two nodes")
+        held = [gpu for job in self.jobs for gpu in job.placement]
+        if len(set(held)) != len(held):
+            raise ValueError("a GPU is held by two jobs")
+        unknown = set(held) - set(all_gpus)
+        if unknown:
+            raise ValueError(f"jobs hold GPUs not in the cluster: {sorted(unknown)[:5]}")
+        job_ids = [job.id for job in self.jobs]
+        if len(set(job_ids)) != len(job_ids):
+            raise ValueError("a job id appears twice")
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(len(node.gpus) for node in self.nodes)
+
+    @property
+    def usable_gpus(self) -> int:
+        return sum(len(node.usable_gpus) for node in self.nodes)
+
+
+@dataclass(frozen=True)
+class PolicyResult:
+    """A policy's answer: a GPU count per job (0 or within its bounds), and why.
+
+    ``allocations`` names every job of the snapshot. ``batch_sizes`` is set by policies
+    that choose a job's global batch (Pollux). ``wake_at`` is the earliest time at which
+    the policy would decide differently with no arrival or completion (a queue promotion,
+    a starvation guard): the simulator runs event-driven policies again then.
+    """
+
+    allocations: Mapping[str, int]
+    state: PolicyState = field(default_factory=dict)
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    batch_sizes: Mapping[str, int] = field(default_factory=dict)
+    wake_at: float | None = None
