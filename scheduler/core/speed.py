@@ -23,7 +23,7 @@ def model_for(job: JobInfo, snap: ClusterSnapshot, gpu_type: str | None = None) 
         return None
     wanted = gpu_type or job.gpu_type or dominant_gpu_type(snap)
     # A profile measured on other hardware still ranks allocations sensibly: use its first type.
-    return by_type.get(wanted) or by_type[sorted(by_type)[0]]
+    return (by_type.get(wanted) if wanted else None) or by_type[sorted(by_type)[0]]
 
 
 def dominant_gpu_type(snap: ClusterSnapshot) -> str | None:
