@@ -32,11 +32,11 @@ class Capacity:
         if not self.fits(job, gpus):
             raise ValueError(f"job {job.id}: {gpus} GPUs asked, {self.free_for(job)} free")
         for gpu_type in self._draw_order(job):
+            if gpus == 0:
+                return
             drawn = min(gpus, self._free[gpu_type])
             self._free[gpu_type] -= drawn
             gpus -= drawn
-            if gpus == 0:
-                return
 
     def give_back(self, job: JobInfo, gpus: int, gpu_type: str | None = None) -> None:
         """Return GPUs to the pool of ``gpu_type`` (the job's type, else the largest pool)."""
@@ -45,6 +45,6 @@ class Capacity:
 
     def _draw_order(self, job: JobInfo) -> list[str]:
         if job.gpu_type:
-            return [job.gpu_type]
+            return [job.gpu_type] if job.gpu_type in self._free else []
         # Untyped jobs draw from the fullest pools first, keeping scarce types for jobs that need them.
         return sorted(self._free, key=lambda t: (-self._free[t], t))

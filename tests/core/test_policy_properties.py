@@ -48,3 +48,25 @@ def test_policy_is_deterministic_pure_and_its_state_is_json(name: str, snap: Clu
     state = json.loads(json.dumps(first.state))
     again = get_policy(name).allocate(snap, state)  # a round later, state restored from JSON
     check_counts(snap, dict(again.allocations))
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+@PROPERTY_SETTINGS
+@given(snap=snapshots())
+def test_a_round_places_every_policy_validly(name: str, snap: ClusterSnapshot) -> None:
+    from scheduler.core.cycle import run_cycle
+
+    result = run_cycle(snap, get_policy(name))
+    usable = {gpu.id: node for node in snap.nodes for gpu in node.usable_gpus}
+    used = [gpu for d in result.decisions.values() for gpu in d.gpus]
+    assert len(used) == len(set(used)), "a GPU given twice"
+    assert set(used) <= set(usable), "an unhealthy GPU, or one on a cordoned node, was used"
+    jobs = {job.id: job for job in snap.jobs}
+    assert set(result.decisions) == set(jobs)
+    for decision in result.decisions.values():
+        job, count = jobs[decision.job_id], len(decision.gpus)
+        assert count == 0 or job.min_gpus <= count <= job.max_gpus
+        if job.gpu_type and decision.gpus:
+            assert {usable[g].gpu_type for g in decision.gpus} == {job.gpu_type}
+        assert decision.reason
+    assert run_cycle(snap, get_policy(name)).decisions == result.decisions

@@ -1,0 +1,200 @@
+"""One scheduling round: admit → allocate → stabilise → guarantee quotas → place → diff.
+
+``run_cycle`` is the only round logic. The live service builds a snapshot from the
+database and applies the decisions in one transaction; the simulator advances simulated
+time and calls the same function. Each decision carries a reason an operator can read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .capacity import Capacity
+from .placement import place
+from .policy import Policy
+from .quota import reclaim_for_owners
+from .speed import job_speed
+from .types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
+
+HOUR = 3600.0
+
+
+class Action(StrEnum):
+    START = "start"
+    RESCALE = "rescale"
+    PREEMPT = "preempt"
+    KEEP = "keep"
+    WAIT = "wait"
+
+
+@dataclass(frozen=True)
+class CycleConfig:
+    """Elasticity guards applied to every policy's answer."""
+
+    min_rescale_gain: float = 0.1  # grow a running job only for ≥ 10 % more speed (hysteresis)
+    max_rescales_per_hour: int = 4  # per job; further rescales wait
+    enforce_quotas: bool = True
+
+    def __post_init__(self) -> None:
+        if self.min_rescale_gain < 0 or self.max_rescales_per_hour < 0:
+            raise ValueError("min_rescale_gain and max_rescales_per_hour must be ≥ 0")
+
+
+@dataclass(frozen=True)
+class Decision:
+    job_id: str
+    action: Action
+    gpus: tuple[str, ...]  # GPUs after the round
+    previous: tuple[str, ...]  # GPUs before it
+    reason: str
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    decisions: Mapping[str, Decision]  # one per job of the snapshot
+    state: PolicyState  # JSON: the policy's state and the rescale history
+    wake_at: float | None = None
+
+    @property
+    def changes(self) -> list[Decision]:
+        return [d for d in self.decisions.values() if d.action not in (Action.KEEP, Action.WAIT)]
+
+
+class PolicyContractError(ValueError):
+    """A policy returned counts outside a job's bounds, for unknown jobs, or over capacity."""
+
+
+def run_cycle(
+    snap: ClusterSnapshot, policy: Policy, state: PolicyState | None = None, config: CycleConfig | None = None
+) -> CycleResult:
+    config = config or CycleConfig()
+    state = state or {}
+    admitted, rejected = admit(snap)
+    result = policy.allocate(admitted, state.get("policy"))
+    counts = checked_counts(admitted, result, policy.name)
+    history = _recent_rescales(state.get("rescales", {}), snap.now)
+    counts, stage_reasons = stabilise(admitted, counts, history, config)
+    if config.enforce_quotas:
+        counts, quota_reasons = reclaim_for_owners(admitted, counts)
+        stage_reasons.update(quota_reasons)
+    placed = place(admitted, counts)
+    reasons = {**result.reasons, **stage_reasons, **placed.notes, **placed.unplaced, **rejected}
+    decisions = {job.id: _decide(job, placed.placements.get(job.id, ()), reasons.get(job.id), result)
+                 for job in snap.jobs}
+    new_state = {"policy": result.state, "rescales": _record_rescales(history, decisions, snap.now)}
+    return CycleResult(decisions, new_state, result.wake_at)
+
+
+def admit(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, dict[str, str]]:
+    """The snapshot without jobs that cannot run on this cluster at all, and why each was left out."""
+    capacity, rejected = Capacity(snap), {}
+    for job in snap.jobs:
+        usable = capacity.free_for(job)
+        if job.min_gpus > usable:
+            kind = f"{job.gpu_type} " if job.gpu_type else ""
+            rejected[job.id] = f"unschedulable: needs {job.min_gpus} {kind}GPUs, the cluster has {usable} usable"
+    jobs = tuple(job for job in snap.jobs if job.id not in rejected)
+    return dataclasses.replace(snap, jobs=jobs), rejected
+
+
+def checked_counts(snap: ClusterSnapshot, result: PolicyResult, policy: str) -> dict[str, int]:
+    """The policy's counts, after checking its contract (a broken policy must not touch the cluster)."""
+    counts = dict(result.allocations)
+    ids = {job.id for job in snap.jobs}
+    if set(counts) != ids:
+        raise PolicyContractError(f"{policy}: allocations must name exactly the snapshot's jobs")
+    capacity = Capacity(snap)
+    for job in sorted(snap.jobs, key=lambda j: (j.gpu_type is None, j.id)):
+        gpus = counts[job.id]
+        if gpus and not job.min_gpus <= gpus <= job.max_gpus:
+            raise PolicyContractError(f"{policy}: job {job.id} got {gpus} GPUs, bounds {job.min_gpus}..{job.max_gpus}")
+        if not capacity.fits(job, gpus):
+            raise PolicyContractError(f"{policy}: GPUs over capacity at job {job.id}")
+        capacity.take(job, gpus)
+    return counts
+
+
+def stabilise(
+    snap: ClusterSnapshot, counts: Mapping[str, int], history: Mapping[str, list[float]], config: CycleConfig
+) -> tuple[dict[str, int], dict[str, str]]:
+    """Hold running jobs at their size when a rescale gains too little or comes too often."""
+    result, reasons = dict(counts), {}
+    for job in snap.jobs:
+        target = counts[job.id]
+        if not job.running or target in (0, job.gpus) or not job.min_gpus <= job.gpus <= job.max_gpus:
+            continue
+        hold = _hold_reason(snap, job, target, len(history.get(job.id, [])), config)
+        if hold:
+            result[job.id], reasons[job.id] = job.gpus, hold
+    return _undo_holds_over_capacity(snap, counts, result, reasons)
+
+
+def _hold_reason(snap: ClusterSnapshot, job: JobInfo, target: int, recent: int, config: CycleConfig) -> str | None:
+    if recent >= config.max_rescales_per_hour:
+        return f"held at {job.gpus} GPUs: {recent} rescales in the last hour (limit {config.max_rescales_per_hour})"
+    if target > job.gpus:
+        now, then = job_speed(job, snap, job.gpus), job_speed(job, snap, target)
+        gain = then / now - 1 if now > 0 else float("inf")
+        if gain < config.min_rescale_gain:
+            return f"held at {job.gpus} GPUs: {target} GPUs would be only {gain:+.0%} faster"
+    return None
+
+
+def _undo_holds_over_capacity(
+    snap: ClusterSnapshot, wanted: Mapping[str, int], held: dict[str, int], reasons: dict[str, str]
+) -> tuple[dict[str, int], dict[str, str]]:
+    """A held shrink keeps GPUs the policy gave to someone else: release holds, newest job first, until all fit."""
+    shrink_holds = sorted((j for j in snap.jobs if held[j.id] > wanted[j.id]), key=lambda j: (-j.submit_time, j.id))
+    for job in shrink_holds:
+        if _fits(snap, held):
+            break
+        held[job.id] = wanted[job.id]
+        reasons.pop(job.id, None)
+    return held, reasons
+
+
+def _fits(snap: ClusterSnapshot, counts: Mapping[str, int]) -> bool:
+    capacity = Capacity(snap)
+    for job in sorted(snap.jobs, key=lambda j: (j.gpu_type is None, j.id)):
+        if not capacity.fits(job, counts[job.id]):
+            return False
+        capacity.take(job, counts[job.id])
+    return True
+
+
+def _decide(job: JobInfo, gpus: tuple[str, ...], reason: str | None, result: PolicyResult) -> Decision:
+    previous = job.placement
+    if not previous and not gpus:
+        action, default = Action.WAIT, "waiting for GPUs"
+    elif not previous:
+        action, default = Action.START, f"started on {len(gpus)} GPUs"
+    elif not gpus:
+        action, default = Action.PREEMPT, "preempted to free GPUs for other jobs"
+    elif set(previous) == set(gpus):
+        action, default = Action.KEEP, f"keeps {len(gpus)} GPUs"
+    else:
+        action, default = Action.RESCALE, _rescale_text(previous, gpus)
+    return Decision(job.id, action, gpus, previous, reason or default, result.batch_sizes.get(job.id))
+
+
+def _rescale_text(previous: tuple[str, ...], gpus: tuple[str, ...]) -> str:
+    if len(previous) == len(gpus):
+        return f"moved to other GPUs ({len(set(previous) - set(gpus))} changed)"
+    return f"rescaled from {len(previous)} to {len(gpus)} GPUs"
+
+
+def _recent_rescales(history: Mapping[str, list[float]], now: float) -> dict[str, list[float]]:
+    recent = {job: [t for t in times if now - t < HOUR] for job, times in history.items()}
+    return {job: times for job, times in recent.items() if times}
+
+
+def _record_rescales(history: Mapping[str, list[float]], decisions: Mapping[str, Decision], now: float) -> dict:
+    recorded = {job: list(times) for job, times in history.items() if job in decisions}
+    for decision in decisions.values():
+        if decision.action == Action.RESCALE:
+            recorded.setdefault(decision.job_id, []).append(now)
+    return recorded

@@ -1,0 +1,120 @@
+"""Placement: counts become concrete GPUs — valid, stable, packed."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler.core.capacity import Capacity
+from scheduler.core.placement import place
+from scheduler.core.types import ClusterSnapshot, GpuSlot, JobInfo, NodeInfo
+
+from .strategies import snapshots
+
+
+def node(name: str, size: int, gpu_type: str = "a100", lost: tuple[int, ...] = (), schedulable: bool = True):
+    gpus = tuple(GpuSlot(f"{name}-{i}", i not in lost) for i in range(size))
+    return NodeInfo(name, gpu_type, gpus, schedulable)
+
+
+def job(jid: str, low: int, high: int | None = None, placement: tuple[str, ...] = (), **kw) -> JobInfo:
+    return JobInfo(jid, "t", 0.0, low, high or low, 100.0, placement=placement, **kw)
+
+
+def snap(nodes, jobs) -> ClusterSnapshot:  # type: ignore[no-untyped-def]
+    return ClusterSnapshot(now=0.0, nodes=tuple(nodes), jobs=tuple(jobs))
+
+
+def nodes_used(gpus: tuple[str, ...]) -> set[str]:
+    return {gpu.rsplit("-", 1)[0] for gpu in gpus}
+
+
+def test_best_fit_keeps_whole_nodes_free() -> None:
+    # n1 has 2 free of 8, n2 all 8 free: a 2-GPU job goes to n1, leaving n2 whole for an 8-GPU job.
+    busy = job("busy", 6, placement=tuple(f"n1-{i}" for i in range(6)))
+    result = place(snap([node("n1", 8), node("n2", 8)], [busy, job("small", 2), job("big", 8)]),
+                   {"busy": 6, "small": 2, "big": 8})
+    assert nodes_used(result.placements["small"]) == {"n1"}
+    assert nodes_used(result.placements["big"]) == {"n2"}
+    assert result.unplaced == {}
+
+
+def test_a_job_larger_than_a_node_takes_whole_nodes() -> None:
+    result = place(snap([node(f"n{i}", 8) for i in range(4)], [job("j", 12)]), {"j": 12})
+    assert len(nodes_used(result.placements["j"])) == 2
+
+
+def test_running_jobs_keep_their_gpus_and_grow_in_place() -> None:
+    running = job("r", 2, 8, placement=("n2-0", "n2-1"))
+    result = place(snap([node("n1", 8), node("n2", 8)], [running]), {"r": 4})
+    assert result.placements["r"][:2] == ("n2-0", "n2-1") and nodes_used(result.placements["r"]) == {"n2"}
+
+
+def test_shrinking_gives_up_the_gpus_on_its_smallest_node() -> None:
+    spread = job("s", 1, 8, placement=("n1-0", "n2-0", "n2-1", "n2-2"))
+    assert nodes_used(place(snap([node("n1", 4), node("n2", 4)], [spread]), {"s": 3}).placements["s"]) == {"n2"}
+
+
+def test_unhealthy_gpus_and_cordoned_nodes_are_never_used() -> None:
+    held = job("h", 2, placement=("n1-0", "n1-1"))
+    nodes = [node("n1", 4, lost=(1,)), node("n2", 4, schedulable=False)]
+    result = place(snap(nodes, [held, job("new", 2)]), {"h": 2, "new": 2})
+    used = {gpu for gpus in result.placements.values() for gpu in gpus}
+    assert "n1-1" not in used and not any(gpu.startswith("n2") for gpu in used)
+    assert "h" in result.placements and "n1-0" in result.placements["h"]
+
+
+def test_gpu_type_is_respected_and_untyped_jobs_stay_on_one_type() -> None:
+    nodes = [node("a", 4, "a100"), node("v", 8, "v100")]
+    result = place(snap(nodes, [job("typed", 4, gpu_type="v100"), job("any", 4)]), {"typed": 4, "any": 4})
+    assert nodes_used(result.placements["typed"]) == {"v"}
+    assert len(nodes_used(result.placements["any"])) == 1
+
+
+def test_a_job_that_does_not_fit_is_unplaced_with_a_reason() -> None:
+    result = place(snap([node("n1", 4)], [job("j", 8)]), {"j": 8})
+    assert result.placements == {} and "8 more GPUs needed, 4 free" in result.unplaced["j"]
+
+
+def test_a_running_job_that_cannot_grow_keeps_what_it_has() -> None:
+    running = job("r", 2, 8, placement=("n1-0", "n1-1"))
+    result = place(snap([node("n1", 4)], [running, job("o", 2, placement=("n1-2", "n1-3"))]), {"r": 6, "o": 2})
+    assert result.placements["r"] == ("n1-0", "n1-1") and "kept 2 GPUs" in result.notes["r"]
+
+
+@st.composite
+def snapshot_with_targets(draw: st.DrawFn) -> tuple[ClusterSnapshot, dict[str, int]]:
+    cluster = draw(snapshots())
+    capacity, targets = Capacity(cluster), {}
+    for j in sorted(cluster.jobs, key=lambda j: (j.gpu_type is None, j.id)):
+        count = draw(st.sampled_from([0, j.min_gpus, j.max_gpus, j.gpus]))
+        count = count if count == 0 or j.min_gpus <= count <= j.max_gpus else j.min_gpus
+        if capacity.fits(j, count):
+            capacity.take(j, count)
+            targets[j.id] = count
+        else:
+            targets[j.id] = 0
+    return cluster, targets
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=snapshot_with_targets())
+def test_placements_are_valid_for_any_feasible_targets(case: tuple[ClusterSnapshot, dict[str, int]]) -> None:
+    cluster, targets = case
+    result = place(cluster, targets)
+    usable = {g.id: n for n in cluster.nodes for g in n.usable_gpus}
+    used = [gpu for gpus in result.placements.values() for gpu in gpus]
+    assert len(used) == len(set(used)) and set(used) <= set(usable)
+    jobs = {j.id: j for j in cluster.jobs}
+    for jid, gpus in result.placements.items():
+        assert jobs[jid].min_gpus <= len(gpus) <= targets[jid]
+        if jobs[jid].gpu_type:
+            assert {usable[g].gpu_type for g in gpus} == {jobs[jid].gpu_type}
+        if jid not in result.notes:
+            assert len(gpus) == targets[jid]
+    assert set(result.placements) | set(result.unplaced) == {j for j, n in targets.items() if n > 0}
+    # Kept GPUs stay put: a job keeps every usable GPU it held, up to its target.
+    for jid, gpus in result.placements.items():
+        still_usable = [g for g in jobs[jid].placement if g in usable]
+        if len(still_usable) <= len(gpus) and not jobs[jid].gpu_type:
+            assert set(still_usable) <= set(gpus)
