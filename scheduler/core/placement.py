@@ -9,11 +9,12 @@ Rules, in order of importance:
    nodes and best-fits its remainder;
 4. an untyped job stays on one GPU type when one type can hold it.
 Large jobs are placed first. A job that cannot be placed gets no GPUs and a reason.
+Nodes are kept in buckets by free-GPU count, so each choice costs O(GPUs per node).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .types import ClusterSnapshot, JobInfo, NodeInfo
@@ -27,29 +28,64 @@ class PlacementResult:
 
 
 class _FreeGpus:
-    """Free GPU ids per node, in a stable order."""
+    """Free GPU ids per node, with nodes bucketed by GPU type and free count."""
 
     def __init__(self, nodes: tuple[NodeInfo, ...], taken: set[str]) -> None:
-        self.nodes = {node.name: node for node in nodes}
+        self.type_of = {node.name: node.gpu_type for node in nodes}
         self.free = {node.name: [g.id for g in node.usable_gpus if g.id not in taken] for node in nodes}
+        # type → free count → nodes (a dict used as an insertion-ordered set, for determinism)
+        self.buckets: dict[str, dict[int, dict[str, None]]] = {}
+        self.totals: dict[str, int] = {}
+        for name, ids in self.free.items():
+            self._file(name, len(ids))
 
-    def candidates(self, job: JobInfo, gpu_type: str | None) -> list[str]:
-        wanted = job.gpu_type or gpu_type
-        return [n for n, ids in self.free.items() if ids and (wanted is None or self.nodes[n].gpu_type == wanted)]
+    def _file(self, node: str, count: int) -> None:
+        gpu_type = self.type_of[node]
+        self.buckets.setdefault(gpu_type, {}).setdefault(count, {})[node] = None
+        self.totals[gpu_type] = self.totals.get(gpu_type, 0) + count
 
-    def total(self, job: JobInfo, gpu_type: str | None) -> int:
-        return sum(len(self.free[n]) for n in self.candidates(job, gpu_type))
+    def _unfile(self, node: str) -> None:
+        gpu_type, count = self.type_of[node], len(self.free[node])
+        del self.buckets[gpu_type][count][node]
+        self.totals[gpu_type] -= count
 
     def take(self, node: str, count: int) -> list[str]:
+        self._unfile(node)
         taken, self.free[node] = self.free[node][:count], self.free[node][count:]
+        self._file(node, len(self.free[node]))
         return taken
+
+    def put_back(self, node: str, gpus: Iterable[str]) -> None:
+        self._unfile(node)
+        self.free[node] = self.free[node] + list(gpus)
+        self._file(node, len(self.free[node]))
+
+    def total(self, types: Iterable[str]) -> int:
+        return sum(self.totals.get(t, 0) for t in types)
+
+    def best_fit(self, types: list[str], need: int) -> str | None:
+        """The node with the fewest free GPUs that still holds ``need`` (None if none does)."""
+        sizes = sorted({size for t in types for size, nodes in self.buckets.get(t, {}).items() if nodes})
+        for size in (s for s in sizes if s >= need):
+            for t in types:
+                nodes = self.buckets.get(t, {}).get(size)
+                if nodes:
+                    return next(iter(nodes))
+        return None
+
+    def largest(self, types: list[str]) -> str:
+        sizes = [(size, t) for t in types for size, nodes in self.buckets.get(t, {}).items() if nodes and size]
+        size, gpu_type = max(sizes, key=lambda st: (st[0], -types.index(st[1])))
+        return next(iter(self.buckets[gpu_type][size]))
 
 
 def place(snap: ClusterSnapshot, targets: Mapping[str, int]) -> PlacementResult:
     """Concrete GPUs for every job with a positive target count."""
     jobs = {job.id: job for job in snap.jobs}
     node_of = {gpu.id: node.name for node in snap.nodes for gpu in node.gpus}
-    kept = {jid: _kept_gpus(snap, jobs[jid], count, node_of) for jid, count in targets.items() if count > 0}
+    usable = {gpu.id for node in snap.nodes for gpu in node.usable_gpus}
+    type_of = {node.name: node.gpu_type for node in snap.nodes}
+    kept = {jid: _kept_gpus(jobs[jid], count, usable, node_of, type_of) for jid, count in targets.items() if count}
     pool = _FreeGpus(snap.nodes, {gpu for ids in kept.values() for gpu in ids})
     placements: dict[str, tuple[str, ...]] = {}
     unplaced: dict[str, str] = {}
@@ -64,73 +100,70 @@ def place(snap: ClusterSnapshot, targets: Mapping[str, int]) -> PlacementResult:
             notes[jid] = f"kept {len(kept[jid])} GPUs: {_why_unplaced(pool, job, need)}"
         else:
             unplaced[jid] = _why_unplaced(pool, job, need)
-            _return(pool, kept[jid], node_of)
+            _put_back(pool, kept[jid], node_of)
     return PlacementResult(placements, unplaced, notes)
 
 
-def _kept_gpus(snap: ClusterSnapshot, job: JobInfo, count: int, node_of: dict[str, str]) -> list[str]:
-    """The GPUs ``job`` keeps: its usable ones, fewest nodes first, at most ``count``."""
-    usable = {g.id for node in snap.nodes for g in node.usable_gpus}
-    if job.gpu_type:
-        typed = {g.id for node in snap.nodes if node.gpu_type == job.gpu_type for g in node.gpus}
-        usable &= typed
-    held = [gpu for gpu in job.placement if gpu in usable]
+def _kept_gpus(
+    job: JobInfo, count: int, usable: set[str], node_of: Mapping[str, str], type_of: Mapping[str, str]
+) -> list[str]:
+    """The GPUs ``job`` keeps: its usable ones (of its type), fullest nodes first, at most ``count``."""
     per_node: dict[str, list[str]] = {}
-    for gpu in held:
-        per_node.setdefault(node_of[gpu], []).append(gpu)
+    for gpu in job.placement:
+        if gpu in usable and (job.gpu_type is None or type_of[node_of[gpu]] == job.gpu_type):
+            per_node.setdefault(node_of[gpu], []).append(gpu)
     ordered = sorted(per_node.values(), key=lambda ids: (-len(ids), ids[0]))
     return [gpu for ids in ordered for gpu in ids][:count]
 
 
-def _grow(pool: _FreeGpus, job: JobInfo, kept: list[str], need: int, node_of: dict[str, str]) -> list[str] | None:
-    """``need`` more GPUs for ``job``: on its own nodes first, then best fit; None if impossible."""
+def _grow(
+    pool: _FreeGpus, job: JobInfo, kept: list[str], need: int, node_of: Mapping[str, str]
+) -> list[str] | None:
+    """``need`` more GPUs for ``job``: on its own nodes first, then packed; None if impossible."""
     own_nodes = sorted({node_of[gpu] for gpu in kept})
     extra: list[str] = []
     for node in own_nodes:
         extra += pool.take(node, need - len(extra))
     if len(extra) == need:
         return extra
-    gpu_type = job.gpu_type or (pool.nodes[own_nodes[0]].gpu_type if own_nodes else _best_type(pool, job, need))
-    rest = _pack(pool, job, gpu_type, need - len(extra))
+    types = [pool.type_of[own_nodes[0]]] if own_nodes else _types_for(pool, job, need - len(extra))
+    rest = _pack(pool, types, need - len(extra))
     if rest is None:
-        for gpu in extra:
-            pool.free[node_of[gpu]].append(gpu)
+        _put_back(pool, extra, node_of)
         return None
     return extra + rest
 
 
-def _best_type(pool: _FreeGpus, job: JobInfo, need: int) -> str | None:
-    """For an untyped job: the GPU type with the tightest fit for ``need`` GPUs, if any type can hold it."""
-    by_type: dict[str, list[int]] = {}
-    for node in pool.candidates(job, None):
-        by_type.setdefault(pool.nodes[node].gpu_type, []).append(len(pool.free[node]))
-    fitting = [(sum(sizes), gpu_type) for gpu_type, sizes in by_type.items() if sum(sizes) >= need]
-    return min(fitting)[1] if fitting else None
+def _types_for(pool: _FreeGpus, job: JobInfo, need: int) -> list[str]:
+    """GPU types to draw from: the job's own; else the single type that fits tightest; else all."""
+    if job.gpu_type:
+        return [job.gpu_type]
+    fitting = sorted((total, t) for t, total in pool.totals.items() if total >= need)
+    return [fitting[0][1]] if fitting else sorted(pool.totals, key=lambda t: (-pool.totals[t], t))
 
 
-def _pack(pool: _FreeGpus, job: JobInfo, gpu_type: str | None, need: int) -> list[str] | None:
-    """Whole free nodes largest first until the remainder fits one node, which is chosen by best fit."""
-    if pool.total(job, gpu_type) < need:
+def _pack(pool: _FreeGpus, types: list[str], need: int) -> list[str] | None:
+    """Whole free nodes, largest first, until the remainder fits one node, chosen by best fit."""
+    if pool.total(types) < need:
         return None
     taken: list[str] = []
     while need > 0:
-        nodes = pool.candidates(job, gpu_type)
-        fitting = [n for n in nodes if len(pool.free[n]) >= need]
-        if fitting:
-            node = min(fitting, key=lambda n: (len(pool.free[n]), n))
-        else:
-            node = max(nodes, key=lambda n: (len(pool.free[n]), n))
+        node = pool.best_fit(types, need) or pool.largest(types)
         got = pool.take(node, need)
         taken += got
         need -= len(got)
     return taken
 
 
-def _return(pool: _FreeGpus, gpus: list[str], node_of: dict[str, str]) -> None:
+def _put_back(pool: _FreeGpus, gpus: list[str], node_of: Mapping[str, str]) -> None:
+    per_node: dict[str, list[str]] = {}
     for gpu in gpus:
-        pool.free[node_of[gpu]].append(gpu)
+        per_node.setdefault(node_of[gpu], []).append(gpu)
+    for node, ids in per_node.items():
+        pool.put_back(node, ids)
 
 
 def _why_unplaced(pool: _FreeGpus, job: JobInfo, need: int) -> str:
     kind = f"{job.gpu_type} " if job.gpu_type else ""
-    return f"cannot place: {need} more {kind}GPUs needed, {pool.total(job, None)} free"
+    free = pool.total([job.gpu_type] if job.gpu_type else list(pool.totals))
+    return f"cannot place: {need} more {kind}GPUs needed, {free} free"
