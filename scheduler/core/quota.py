@@ -21,7 +21,6 @@ class _Ledger:
     """Counts, per-tenant usage and free capacity, kept consistent as counts change."""
 
     def __init__(self, snap: ClusterSnapshot, counts: Mapping[str, int]) -> None:
-        self.jobs = {job.id: job for job in snap.jobs}
         self.counts = dict(counts)
         self.usage: Counter[str] = Counter()
         self.capacity = Capacity(snap)
@@ -44,11 +43,14 @@ def reclaim_for_owners(snap: ClusterSnapshot, counts: Mapping[str, int]) -> tupl
     """Counts after guaranteeing quotas, and a reason for every job they changed."""
     quotas = {tenant.name: tenant.quota for tenant in snap.tenants}
     ledger, reasons = _Ledger(snap, counts), {}
+    # Who gives GPUs back first: jobs that can shrink, then the most recently submitted.
+    givers = sorted((j for j in snap.jobs if counts[j.id] > 0),
+                    key=lambda j: (counts[j.id] <= j.min_gpus, -j.submit_time, j.id))
     waiting = sorted((j for j in snap.jobs if counts[j.id] == 0), key=lambda j: (-j.priority, j.submit_time, j.id))
     for job in waiting:
         if job.min_gpus > quotas.get(job.tenant, 0) - ledger.usage[job.tenant]:
             continue
-        plan = _reclaim_plan(ledger, job, quotas)
+        plan = _reclaim_plan(ledger, job, quotas, givers)
         if plan is None:
             continue
         for borrower, count in plan:
@@ -59,16 +61,22 @@ def reclaim_for_owners(snap: ClusterSnapshot, counts: Mapping[str, int]) -> tupl
     return ledger.counts, reasons
 
 
-def _reclaim_plan(ledger: _Ledger, job: JobInfo, quotas: Mapping[str, int]) -> list[tuple[JobInfo, int]] | None:
+def _reclaim_plan(
+    ledger: _Ledger, job: JobInfo, quotas: Mapping[str, int], givers: list[JobInfo]
+) -> list[tuple[JobInfo, int]] | None:
     """Borrower jobs to shrink or stop (with their new counts) so ``job`` fits; None if impossible."""
+    borrowed = sum(max(used - quotas.get(t, 0), 0) for t, used in ledger.usage.items() if t != job.tenant)
+    if ledger.capacity.free_for(job) + borrowed < job.min_gpus:
+        return None  # even taking back every borrowed GPU would not be enough
     capacity, usage, plan = copy.deepcopy(ledger.capacity), Counter(ledger.usage), []
-    for borrower in _borrowers(ledger, job, quotas):
+    for borrower in givers:
         if capacity.fits(job, job.min_gpus):
             break
         over = usage[borrower.tenant] - quotas.get(borrower.tenant, 0)
-        if over <= 0:
+        current = ledger.counts[borrower.id]
+        if over <= 0 or current == 0 or borrower.tenant == job.tenant or not _compatible(job, borrower):
             continue
-        current, short = ledger.counts[borrower.id], job.min_gpus - capacity.free_for(job)
+        short = job.min_gpus - capacity.free_for(job)
         shrunk = max(borrower.min_gpus, current - min(over, short))
         new = shrunk if shrunk < current else 0  # shrink if it can; stop it otherwise
         capacity.give_back(borrower, current - new)
@@ -77,13 +85,6 @@ def _reclaim_plan(ledger: _Ledger, job: JobInfo, quotas: Mapping[str, int]) -> l
     return plan if capacity.fits(job, job.min_gpus) else None
 
 
-def _borrowers(ledger: _Ledger, job: JobInfo, quotas: Mapping[str, int]) -> list[JobInfo]:
-    """Running jobs of other over-quota tenants that hold GPUs ``job`` could use: shrinkable first, newest first."""
-    over = {tenant for tenant, used in ledger.usage.items() if used > quotas.get(tenant, 0)}
-    candidates = [
-        other for other in ledger.jobs.values()
-        if other.tenant in over and other.tenant != job.tenant and ledger.counts[other.id] > 0
-        and (job.gpu_type is None or other.gpu_type in (None, job.gpu_type))
-    ]
-    shrinkable = lambda j: ledger.counts[j.id] > j.min_gpus  # noqa: E731
-    return sorted(candidates, key=lambda j: (not shrinkable(j), -j.submit_time, j.id))
+def _compatible(job: JobInfo, borrower: JobInfo) -> bool:
+    """Whether GPUs ``borrower`` holds could serve ``job``."""
+    return job.gpu_type is None or borrower.gpu_type in (None, job.gpu_type)
