@@ -1,8 +1,9 @@
 """GPU counts a policy may still hand out in one round, by GPU type.
 
-Policies decide counts, not GPUs; this ledger keeps their counts placeable: a job that
-requires a GPU type draws only from that type, and no more GPUs are handed out than are
-healthy on schedulable nodes. It is created fresh inside each ``allocate`` call.
+Policies decide counts, not GPUs; this ledger keeps their counts placeable. It is exact:
+counts fit the cluster if and only if every GPU type holds the jobs that require it and
+all jobs together fit the usable GPUs (untyped jobs may go anywhere). Usable means
+healthy and on a schedulable node. Created fresh inside each ``allocate`` call.
 """
 
 from __future__ import annotations
@@ -12,17 +13,23 @@ from .types import ClusterSnapshot, JobInfo
 
 class Capacity:
     def __init__(self, snap: ClusterSnapshot) -> None:
-        self._free: dict[str, int] = {}
+        self._usable: dict[str, int] = {}
         for node in snap.nodes:
-            self._free[node.gpu_type] = self._free.get(node.gpu_type, 0) + len(node.usable_gpus)
+            self._usable[node.gpu_type] = self._usable.get(node.gpu_type, 0) + len(node.usable_gpus)
+        self._total = sum(self._usable.values())
+        self._typed_used: dict[str, int] = {}
+        self._used = 0
 
     @property
     def total_free(self) -> int:
-        return sum(self._free.values())
+        return self._total - self._used
 
     def free_for(self, job: JobInfo) -> int:
         """GPUs ``job`` could still get."""
-        return self._free.get(job.gpu_type, 0) if job.gpu_type else self.total_free
+        if job.gpu_type is None:
+            return self.total_free
+        typed_free = self._usable.get(job.gpu_type, 0) - self._typed_used.get(job.gpu_type, 0)
+        return min(typed_free, self.total_free)
 
     def fits(self, job: JobInfo, gpus: int) -> bool:
         return gpus <= self.free_for(job)
@@ -31,20 +38,13 @@ class Capacity:
         """Hand ``gpus`` to ``job``; raises ValueError when they are not free."""
         if not self.fits(job, gpus):
             raise ValueError(f"job {job.id}: {gpus} GPUs asked, {self.free_for(job)} free")
-        for gpu_type in self._draw_order(job):
-            if gpus == 0:
-                return
-            drawn = min(gpus, self._free[gpu_type])
-            self._free[gpu_type] -= drawn
-            gpus -= drawn
+        self._count(job, gpus)
 
-    def give_back(self, job: JobInfo, gpus: int, gpu_type: str | None = None) -> None:
-        """Return GPUs to the pool of ``gpu_type`` (the job's type, else the largest pool)."""
-        pool = gpu_type or job.gpu_type or max(sorted(self._free), key=self._free.__getitem__)
-        self._free[pool] = self._free.get(pool, 0) + gpus
+    def give_back(self, job: JobInfo, gpus: int) -> None:
+        """Return GPUs ``job`` was given."""
+        self._count(job, -gpus)
 
-    def _draw_order(self, job: JobInfo) -> list[str]:
-        if job.gpu_type:
-            return [job.gpu_type] if job.gpu_type in self._free else []
-        # Untyped jobs draw from the fullest pools first, keeping scarce types for jobs that need them.
-        return sorted(self._free, key=lambda t: (-self._free[t], t))
+    def _count(self, job: JobInfo, gpus: int) -> None:
+        self._used += gpus
+        if job.gpu_type is not None:
+            self._typed_used[job.gpu_type] = self._typed_used.get(job.gpu_type, 0) + gpus

@@ -8,6 +8,7 @@ if a policy gives it more, linearly faster.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -27,16 +28,13 @@ def model_for(job: JobInfo, snap: ClusterSnapshot, gpu_type: str | None = None) 
 
 
 def dominant_gpu_type(snap: ClusterSnapshot) -> str | None:
-    counts: dict[str, int] = {}
-    for node in snap.nodes:
-        counts[node.gpu_type] = counts.get(node.gpu_type, 0) + len(node.gpus)
+    counts = snap.gpus_by_type
     return max(sorted(counts), key=counts.__getitem__) if counts else None
 
 
 def gpus_per_node(snap: ClusterSnapshot, gpu_type: str | None = None) -> int:
     """The largest node size (of ``gpu_type`` if given): the fewest-nodes packing unit."""
-    sizes = [len(node.gpus) for node in snap.nodes if gpu_type is None or node.gpu_type == gpu_type]
-    return max(sizes, default=1) or 1
+    return snap.largest_node_by_type.get(gpu_type, 0) or 1
 
 
 def fewest_nodes(gpus: int, node_size: int) -> int:
@@ -53,6 +51,27 @@ def speed_table(job: JobInfo, snap: ClusterSnapshot, up_to: int | None = None) -
     node_size = gpus_per_node(snap, job.gpu_type)
     nodes = np.ceil(counts / node_size)
     return model.speed(nodes, counts, job.grad_noise_scale)
+
+
+def speed_tables(jobs: Iterable[JobInfo], snap: ClusterSnapshot) -> dict[str, NDArray]:
+    """``speed_table`` for many jobs at once: jobs sharing a model are priced in one numpy pass."""
+    tables: dict[str, NDArray] = {}
+    groups: dict[tuple[int, int], list[JobInfo]] = {}
+    models: dict[int, GoodputModel] = {}
+    for job in jobs:
+        model = model_for(job, snap)
+        if model is None:
+            tables[job.id] = speed_table(job, snap)
+            continue
+        models[id(model)] = model
+        groups.setdefault((id(model), gpus_per_node(snap, job.gpu_type)), []).append(job)
+    for (model_id, node_size), members in groups.items():
+        model = models[model_id]
+        counts = np.arange(max(job.max_gpus for job in members) + 1)
+        phis = [model.noise_scale if job.grad_noise_scale is None else job.grad_noise_scale for job in members]
+        grid = model.speed_grid(np.ceil(counts / node_size), counts, phis)
+        tables.update({job.id: grid[row, : job.max_gpus + 1] for row, job in enumerate(members)})
+    return tables
 
 
 def job_speed(job: JobInfo, snap: ClusterSnapshot, gpus: int, nodes: int | None = None) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 # JSON-serialisable memory a policy carries between rounds (dicts, lists, str, numbers).
@@ -133,6 +134,23 @@ class ClusterSnapshot:
     @property
     def total_gpus(self) -> int:
         return sum(len(node.gpus) for node in self.nodes)
+
+    # Derived views, computed once per snapshot (the snapshot never changes).
+    @cached_property
+    def gpus_by_type(self) -> Mapping[str, int]:
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.gpu_type] = counts.get(node.gpu_type, 0) + len(node.gpus)
+        return counts
+
+    @cached_property
+    def largest_node_by_type(self) -> Mapping[str | None, int]:
+        """GPUs on the largest node of each type; under ``None``, the largest node of any type."""
+        sizes: dict[str | None, int] = {None: 0}
+        for node in self.nodes:
+            sizes[node.gpu_type] = max(sizes.get(node.gpu_type, 0), len(node.gpus))
+            sizes[None] = max(sizes[None], len(node.gpus))
+        return sizes
 
     @property
     def usable_gpus(self) -> int:

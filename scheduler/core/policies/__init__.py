@@ -1,1 +1,12 @@
 """Built-in policies, one module per paper; importing this package registers them all."""
+
+# ruff: noqa: I001  (one import per line, so that modules can be added line by line)
+
+from . import fifo  # noqa: F401
+from . import hesrpt  # noqa: F401
+from . import srtf  # noqa: F401
+from . import themis  # noqa: F401
+from . import tiresias  # noqa: F401
+from . import optimus  # noqa: F401
+from . import afs  # noqa: F401
+from . import pollux  # noqa: F401
