@@ -141,6 +141,29 @@ class GoodputModel:
         goodput = np.where((goodput == 0) & small[None], self._accumulated_goodput(nodes_row, gpus_row)[None], goodput)
         return goodput / self.init_batch_size
 
+    def speed_at_batch(
+        self, num_nodes: ArrayLike, num_gpus: ArrayLike, global_batch: float, noise_scales: ArrayLike | None = None
+    ) -> NDArray:
+        """Progress per second at a fixed global batch (a job whose batch nobody tunes).
+
+        The batch is split over the GPUs; a per-GPU share above ``max_local_bsz`` is
+        reached by accumulating gradients over s micro-steps: (s − 1) compute-only steps
+        and one synchronised step. Rows are noise scales (default: the profile's), columns
+        allocations.
+        """
+        nodes = np.atleast_1d(np.asarray(num_nodes, dtype=float))
+        gpus = np.atleast_1d(np.asarray(num_gpus, dtype=float))
+        phi = np.atleast_1d(np.asarray(self.noise_scale if noise_scales is None else noise_scales, dtype=float))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = global_batch / gpus
+            steps = np.maximum(1.0, np.ceil(share / self.max_local_bsz))
+            local = share / steps
+            seconds = (steps - 1) * (self.perf.alpha_c + self.perf.beta_c * local)
+            seconds = seconds + self.iteration_time(nodes, gpus, local)
+            samples_per_second = np.where(gpus > 0, global_batch / seconds, 0.0)
+        efficiency = (phi[:, None] + self.init_batch_size) / (phi[:, None] + global_batch)
+        return samples_per_second[None, :] * efficiency / self.init_batch_size
+
     def speed(self, num_nodes: ArrayLike, num_gpus: ArrayLike, noise_scale: float | None = None) -> NDArray:
         """Progress per second (scale-invariant iterations) at the best batch size."""
         goodput, _ = self.best_batch(num_nodes, num_gpus, noise_scale)

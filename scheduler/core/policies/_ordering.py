@@ -98,13 +98,14 @@ class SpeedMemo:
     Created inside ``allocate`` and dropped with it: no memory survives the call.
     """
 
-    def __init__(self, snap: ClusterSnapshot) -> None:
+    def __init__(self, snap: ClusterSnapshot, adaptive_batch: bool = False) -> None:
         self._snap = snap
+        self._adaptive = adaptive_batch  # True for policies that choose batch sizes (Pollux)
         self._tables: dict[str, NDArray] | None = None
 
     def table(self, job: JobInfo) -> NDArray:
         if self._tables is None:
-            self._tables = speed_tables(self._snap.jobs, self._snap)
+            self._tables = speed_tables(self._snap.jobs, self._snap, self._adaptive)
         return self._tables[job.id]
 
     def speed(self, job: JobInfo, gpus: int) -> float:

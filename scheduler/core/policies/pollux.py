@@ -145,7 +145,7 @@ class Search:
         self.hi = np.array([min(job.max_gpus, empty.free_for(job)) for job in jobs], dtype=int)
         self.held = np.array([job.gpus for job in jobs], dtype=int)
         self.units = sorted({1 << i for i in range(16) if 1 << i <= gpus_per_node(snap)} | {gpus_per_node(snap)})
-        memo = SpeedMemo(snap)
+        memo = SpeedMemo(snap, adaptive_batch=True)
         self.speedups = [speedups(memo.table(job), job, empty.free_for(job), len(snap.jobs))[: top + 1]
                          for job, top in zip(jobs, self.hi, strict=True)]
         self.flat, self.off = self._costs(snap)

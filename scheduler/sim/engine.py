@@ -1,0 +1,292 @@
+"""The what-if simulator: a discrete-event replay of a workload through ``run_cycle``.
+
+Events are arrivals, completions, the end of a restart delay and scheduling rounds. Rounds
+fall on multiples of ``round_seconds``. Elastic policies run every round while any job is
+active; event-driven policies (``Policy.event_driven``) run only at the first round after
+something that can change their answer — an arrival, a completion, a timer they asked for
+(``PolicyResult.wake_at``) — so short rounds cost nothing on quiet stretches.
+
+The executor model: a job progresses at ``job_speed`` (its goodput model at its
+allocation, best batch size) × ``speed_factor`` (a power cap slows throughput). Every
+rescale, and every start after a preemption, first pays ``restart_seconds`` with no
+progress while holding its GPUs. A rigid trace job without a profile progresses one
+second of work per second at its requested GPUs, so it runs exactly its duration plus
+restart delays.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.core.cycle import Action, CycleConfig, Decision, run_cycle
+from scheduler.core.policy import Policy
+from scheduler.core.speed import job_speed
+from scheduler.core.types import ClusterSnapshot, JobInfo, NodeInfo, PolicyState, TenantInfo
+
+from .records import JobOutcome, SimulationResult, WorkloadJob
+from .usage import UsageRecorder
+
+ProgressCallback = Callable[[int, int], None]  # (jobs finished, jobs in the workload)
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    round_seconds: float = 60.0
+    restart_seconds: float = 30.0
+    speed_factor: float = 1.0  # throughput multiplier, e.g. from a power cap (telemetry/power.py)
+    cycle: CycleConfig = field(default_factory=CycleConfig)
+    horizon: float | None = None  # stop here even if jobs remain
+
+    def __post_init__(self) -> None:
+        if self.round_seconds <= 0 or self.restart_seconds < 0:
+            raise ValueError("round_seconds must be > 0 and restart_seconds ≥ 0")
+        if not 0 < self.speed_factor <= 1:
+            raise ValueError(f"speed_factor must be in (0, 1], got {self.speed_factor}")
+
+
+@dataclass
+class _Run:
+    """A job's mutable state inside one simulation."""
+
+    spec: WorkloadJob
+    active_integral_at_submit: float
+    progress: float = 0.0
+    progress_at: float = 0.0
+    gpus: tuple[str, ...] = ()
+    rate: float = 0.0
+    restart_until: float = 0.0
+    start_time: float | None = None
+    finish_time: float | None = None
+    gpu_seconds: float = 0.0
+    held_since: float = 0.0
+    restarts: int = 0
+    rescales: int = 0
+    preemptions: int = 0
+    version: int = 0  # invalidates stale completion events
+
+    def progress_now(self, now: float) -> float:
+        training_since = max(self.progress_at, self.restart_until)
+        return self.progress + self.rate * max(0.0, now - training_since)
+
+    def attained_now(self, now: float) -> float:
+        return self.gpu_seconds + len(self.gpus) * (now - self.held_since)
+
+    def finish_eta(self) -> float:
+        remaining = self.spec.total_work - self.progress
+        if remaining <= 0:
+            return max(self.progress_at, self.restart_until)
+        return max(self.progress_at, self.restart_until) + remaining / self.rate if self.rate > 0 else math.inf
+
+
+def simulate(
+    workload: Sequence[WorkloadJob],
+    nodes: tuple[NodeInfo, ...],
+    policy: Policy,
+    *,
+    tenants: tuple[TenantInfo, ...] = (),
+    profiles: Mapping[str, Mapping[str, Any]] | None = None,
+    config: SimConfig | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> SimulationResult:
+    """Replay ``workload`` on ``nodes`` under ``policy``; returns every job's outcome and the cluster's usage."""
+    engine = _Engine(workload, nodes, policy, tenants, profiles or {}, config or SimConfig(), on_progress)
+    return engine.run()
+
+
+class _Engine:
+    def __init__(
+        self, workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], policy: Policy,
+        tenants: tuple[TenantInfo, ...], profiles: Mapping[str, Mapping[str, Any]], config: SimConfig,
+        on_progress: ProgressCallback | None,
+    ) -> None:
+        ids = [job.id for job in workload]
+        if len(set(ids)) != len(ids):
+            raise ValueError("workload job ids must be unique")
+        self.arrivals = sorted(workload, key=lambda job: (job.submit_time, job.id))
+        self.nodes, self.policy, self.tenants, self.config = nodes, policy, tenants, config
+        self.static = ClusterSnapshot(0.0, nodes, (), tenants, profiles)
+        self.node_of = {gpu.id: node.name for node in nodes for gpu in node.gpus}
+        self.type_of = {gpu.id: node.gpu_type for node in nodes for gpu in node.gpus}
+        self.on_progress = on_progress
+        self.active: dict[str, _Run] = {}
+        self.done: list[_Run] = []
+        self.completions: list[tuple[float, int, str]] = []
+        self.restart_ends: list[float] = []
+        self.usage = UsageRecorder(nodes, tenants)
+        self.state: PolicyState | None = None
+        self.now, self.next_arrival, self.rounds = 0.0, 0, 0
+        self.decision_at: float | None = None
+        self.active_integral, self.integral_at = 0.0, 0.0
+
+    # --- the loop ------------------------------------------------------------------
+
+    def run(self) -> SimulationResult:
+        started = time.perf_counter()
+        while self._more_to_do():
+            when = self._next_event_time()
+            if self.config.horizon is not None and when > self.config.horizon:
+                self._advance(self.config.horizon)
+                break
+            self._advance(when)
+            self._finish_completed()
+            self._admit_arrivals()
+            if self.decision_at is not None and self.decision_at <= self.now:
+                self._decide()
+        return self._result(time.perf_counter() - started)
+
+    def _more_to_do(self) -> bool:
+        if self.next_arrival < len(self.arrivals):
+            return True
+        # Jobs remain; stop only when none runs and the last round could place none of them.
+        return any(run.gpus for run in self.active.values()) or (bool(self.active) and self.decision_at is not None)
+
+    def _next_event_time(self) -> float:
+        candidates = [math.inf]
+        if self.next_arrival < len(self.arrivals):
+            candidates.append(self.arrivals[self.next_arrival].submit_time)
+        if self.completions:
+            candidates.append(self.completions[0][0])
+        if self.restart_ends:
+            candidates.append(self.restart_ends[0])
+        if self.decision_at is not None:
+            candidates.append(self.decision_at)
+        return max(min(candidates), self.now)
+
+    def _advance(self, when: float) -> None:
+        holdings = ((r.gpus, r.restart_until > self.now, r.spec.tenant) for r in self.active.values() if r.gpus)
+        self.usage.record(self.now, when, holdings)
+        self.active_integral += len(self.active) * (when - self.now)
+        self.now = when
+        while self.restart_ends and self.restart_ends[0] <= when:
+            heapq.heappop(self.restart_ends)
+
+    def _tick(self, at: float) -> float:
+        """The first round at or after ``at``."""
+        step = self.config.round_seconds
+        return math.ceil(at / step - 1e-9) * step
+
+    def _request_decision(self, at: float) -> None:
+        tick = self._tick(at)
+        self.decision_at = tick if self.decision_at is None else min(self.decision_at, tick)
+
+    # --- arrivals and completions -------------------------------------------------------
+
+    def _admit_arrivals(self) -> None:
+        while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival].submit_time <= self.now:
+            spec = self.arrivals[self.next_arrival]
+            self.active[spec.id] = _Run(spec, self.active_integral, progress_at=self.now)
+            self.next_arrival += 1
+            self._request_decision(self.now)
+
+    def _finish_completed(self) -> None:
+        while self.completions and self.completions[0][0] <= self.now + 1e-9:
+            _, version, job_id = heapq.heappop(self.completions)
+            run = self.active.get(job_id)
+            if run is None or run.version != version:
+                continue  # superseded by a later allocation change
+            self._release(run)
+            run.progress, run.finish_time = run.spec.total_work, self.now
+            del self.active[job_id]
+            self.done.append(run)
+            self._request_decision(self.now)
+            if self.on_progress:
+                self.on_progress(len(self.done), len(self.arrivals))
+
+    # --- rounds -----------------------------------------------------------------------
+
+    def _decide(self) -> None:
+        snapshot = self._snapshot()
+        result = run_cycle(snapshot, self.policy, self.state, self.config.cycle)
+        self.state, self.rounds, self.decision_at = result.state, self.rounds + 1, None
+        for decision in result.changes:
+            self._apply(self.active[decision.job_id], decision)
+        anything_runs = any(run.gpus for run in self.active.values())
+        if not self.policy.event_driven and (anything_runs or self.next_arrival < len(self.arrivals)):
+            self._request_decision(self.now + self.config.round_seconds)
+        if result.wake_at is not None:
+            self._request_decision(max(result.wake_at, self.now + self.config.round_seconds))
+
+    def _snapshot(self) -> ClusterSnapshot:
+        jobs = tuple(self._job_info(run) for run in self.active.values())
+        return ClusterSnapshot(self.now, self.nodes, jobs, self.tenants, self.static.profiles)
+
+    def _job_info(self, run: _Run) -> JobInfo:
+        spec = run.spec
+        return JobInfo(
+            id=spec.id, tenant=spec.tenant, submit_time=spec.submit_time, min_gpus=spec.min_gpus,
+            max_gpus=spec.max_gpus, total_work=spec.total_work,
+            progress=min(run.progress_now(self.now), spec.total_work), profile=spec.profile,
+            gpu_type=spec.gpu_type, placement=run.gpus, attained_gpu_seconds=run.attained_now(self.now),
+            restarts=run.restarts, batch_size=spec.batch_size,
+        )
+
+    def _apply(self, run: _Run, decision: Decision) -> None:
+        self._release(run)
+        if decision.action == Action.PREEMPT:
+            run.preemptions += 1
+            return
+        resumed = decision.action == Action.START and run.start_time is not None
+        restart = decision.action == Action.RESCALE or resumed
+        if decision.action == Action.RESCALE:
+            run.rescales += 1
+        if restart:
+            run.restarts += 1
+            run.restart_until = self.now + self.config.restart_seconds
+            heapq.heappush(self.restart_ends, run.restart_until)
+        if run.start_time is None:
+            run.start_time = self.now
+        self._hold(run, decision.gpus, decision.batch_size)
+
+    def _hold(self, run: _Run, gpus: tuple[str, ...], batch_size: int | None) -> None:
+        run.gpus, run.held_since = gpus, self.now
+        nodes = len({self.node_of[gpu] for gpu in gpus})
+        info = self._job_info(run)
+        run.rate = job_speed(info, self.static, len(gpus), nodes, batch_size) * self.config.speed_factor
+        run.version += 1
+        heapq.heappush(self.completions, (run.finish_eta(), run.version, run.spec.id))
+
+    def _release(self, run: _Run) -> None:
+        """Bank the job's progress and GPU-time up to now and take its GPUs away."""
+        run.progress = min(run.progress_now(self.now), run.spec.total_work)
+        run.gpu_seconds = run.attained_now(self.now)
+        run.progress_at, run.held_since = self.now, self.now
+        run.gpus, run.rate = (), 0.0
+        run.version += 1
+
+    # --- the result ---------------------------------------------------------------------
+
+    def _result(self, wall: float) -> SimulationResult:
+        for run in self.active.values():
+            self._release(run)
+        outcomes = tuple(self._outcome(run) for run in [*self.done, *self.active.values()])
+        return SimulationResult(
+            policy=self.policy.name, jobs=outcomes, usage=self.usage.intervals(),
+            gpus_by_type=dict(self.static.gpus_by_type),
+            tenant_quotas={tenant.name: tenant.quota for tenant in self.tenants},
+            rounds=self.rounds, wall_seconds=wall,
+        )
+
+    def _outcome(self, run: _Run) -> JobOutcome:
+        spec = run.spec
+        return JobOutcome(
+            id=spec.id, tenant=spec.tenant, submit_time=spec.submit_time, start_time=run.start_time,
+            finish_time=run.finish_time, min_gpus=spec.min_gpus, max_gpus=spec.max_gpus, profile=spec.profile,
+            gpu_seconds=run.gpu_seconds, restarts=run.restarts, rescales=run.rescales,
+            preemptions=run.preemptions, fair_share_seconds=self._fair_share_seconds(run),
+        )
+
+    def _fair_share_seconds(self, run: _Run) -> float:
+        """Time the job would take alone on 1/N of the cluster, N the average number of jobs active in its life."""
+        end = run.finish_time if run.finish_time is not None else self.now
+        lived = end - run.spec.submit_time
+        contention = (self.active_integral - run.active_integral_at_submit) / lived if lived > 0 else 1.0
+        share = self.static.total_gpus / max(contention, 1.0)
+        info = self._job_info(run)
+        gpus = min(run.spec.max_gpus, max(run.spec.min_gpus, math.floor(share)))
+        speed = job_speed(info, self.static, gpus) * min(1.0, share / gpus)  # a share below min_gpus time-shares
+        return run.spec.total_work / speed if speed > 0 else math.inf
