@@ -13,9 +13,7 @@ from .types import ClusterSnapshot, JobInfo
 
 class Capacity:
     def __init__(self, snap: ClusterSnapshot) -> None:
-        self._usable: dict[str, int] = {}
-        for node in snap.nodes:
-            self._usable[node.gpu_type] = self._usable.get(node.gpu_type, 0) + len(node.usable_gpus)
+        self._usable = snap.usable_by_type
         self._total = sum(self._usable.values())
         self._typed_used: dict[str, int] = {}
         self._used = 0

@@ -42,7 +42,7 @@ class NodeInfo:
         if len(set(ids)) != len(ids):
             raise ValueError(f"node {self.name}: a GPU id appears twice")
 
-    @property
+    @cached_property
     def usable_gpus(self) -> tuple[GpuSlot, ...]:
         """GPUs a new or resized job may get: healthy, on a schedulable node."""
         return tuple(gpu for gpu in self.gpus if gpu.healthy) if self.schedulable else ()
@@ -141,6 +141,13 @@ class ClusterSnapshot:
         counts: dict[str, int] = {}
         for node in self.nodes:
             counts[node.gpu_type] = counts.get(node.gpu_type, 0) + len(node.gpus)
+        return counts
+
+    @cached_property
+    def usable_by_type(self) -> Mapping[str, int]:
+        counts: dict[str, int] = {}
+        for node in self.nodes:
+            counts[node.gpu_type] = counts.get(node.gpu_type, 0) + len(node.usable_gpus)
         return counts
 
     @cached_property

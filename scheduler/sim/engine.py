@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,7 @@ class _Run:
     progress: float = 0.0
     progress_at: float = 0.0
     gpus: tuple[str, ...] = ()
+    gpus_by_type: dict[str, int] = field(default_factory=dict)
     rate: float = 0.0
     restart_until: float = 0.0
     start_time: float | None = None
@@ -158,7 +160,7 @@ class _Engine:
         return max(min(candidates), self.now)
 
     def _advance(self, when: float) -> None:
-        holdings = ((r.gpus, r.restart_until > self.now, r.spec.tenant) for r in self.active.values() if r.gpus)
+        holdings = ((r.gpus_by_type, r.restart_until > self.now, r.spec.tenant) for r in self.active.values() if r.gpus)
         self.usage.record(self.now, when, holdings)
         self.active_integral += len(self.active) * (when - self.now)
         self.now = when
@@ -244,6 +246,7 @@ class _Engine:
 
     def _hold(self, run: _Run, gpus: tuple[str, ...], batch_size: int | None) -> None:
         run.gpus, run.held_since = gpus, self.now
+        run.gpus_by_type = dict(Counter(self.type_of[gpu] for gpu in gpus))
         nodes = len({self.node_of[gpu] for gpu in gpus})
         info = self._job_info(run)
         run.rate = job_speed(info, self.static, len(gpus), nodes, batch_size) * self.config.speed_factor
@@ -255,7 +258,7 @@ class _Engine:
         run.progress = min(run.progress_now(self.now), run.spec.total_work)
         run.gpu_seconds = run.attained_now(self.now)
         run.progress_at, run.held_since = self.now, self.now
-        run.gpus, run.rate = (), 0.0
+        run.gpus, run.gpus_by_type, run.rate = (), {}, 0.0
         run.version += 1
 
     # --- the result ---------------------------------------------------------------------

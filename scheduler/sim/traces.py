@@ -1,7 +1,15 @@
-"""Trace loaders: public cluster traces → plain job records.
+"""Trace loaders: public cluster traces → plain job records (``TraceJob``).
+
+One loader per format (see each folder's PROVENANCE.md under ``shared/traces``):
+
+* Pollux and Sia workloads, ``name,time,application,num_replicas,batch_size``;
+* Philly's job list ``philly_jobs_sia_pollux.csv``, ``timestamp,duration,num_gpus,gpu_time,cluster``;
+* Microsoft ITP (ElasticFlow): ``raw/clusterNN.csv``, ``job_id,submission_time,duration,num_gpu``,
+  and ElasticFlow's variants, which add ``model_name``, ``batch_size`` and a deadline.
 
 Malformed input raises ``TraceError`` naming the file, the line, the column and what
-was expected; nothing is returned from a file that has one bad row.
+was expected; nothing is returned from a file that has one bad row. Our own format and
+the auto-detecting ``load_trace`` are in ``trace_formats.py``.
 """
 
 from __future__ import annotations
@@ -9,6 +17,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 
@@ -22,13 +31,28 @@ class TraceError(ValueError):
 
 @dataclass(frozen=True)
 class TraceJob:
-    """One job as a trace submitted it."""
+    """One job as a trace submitted it; fields a trace does not give are None.
+
+    ``application`` is the workload the trace names ("" when it names none, as Philly
+    and ITP's raw lists); ``duration`` the seconds it ran at ``num_gpus``; ``tenant``
+    its cluster or virtual cluster; ``gpu_time`` the GPU-seconds the trace reports.
+    """
 
     name: str
     submit_seconds: float  # from the trace's start
     application: str
     num_gpus: int
     batch_size: int | None = None
+    duration: float | None = None
+    tenant: str | None = None
+    gpu_time: float | None = None
+
+    @property
+    def gpu_seconds(self) -> float | None:
+        """GPU-time used: the trace's own figure, else duration × GPUs, else None."""
+        if self.gpu_time is not None:
+            return self.gpu_time
+        return None if self.duration is None else self.duration * self.num_gpus
 
 
 POLLUX_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
@@ -49,6 +73,86 @@ def _pollux_row(path: Path, line: int, row: dict[str, str]) -> TraceJob:
         application=_text(path, line, row, "application"),
         num_gpus=_number(path, line, row, "num_replicas", int, minimum=1),
         batch_size=_number(path, line, row, "batch_size", int, minimum=1),
+    )
+
+
+def load_sia_workload(path: Path) -> list[TraceJob]:
+    """Read a Sia ``workloads/<trace>/workload-N.csv``: the Pollux format, same columns."""
+    return load_pollux_workload(path)
+
+
+PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus")  # and, optional, gpu_time and cluster
+PHILLY_TIME_FORMAT = "YYYY-MM-DD HH:MM:SS"
+NAIVE_EPOCH = datetime(1970, 1, 1)
+
+
+def load_philly(path: Path) -> list[TraceJob]:
+    """Read Philly's job list; jobs are named ``philly-<row>`` (0-based, file order).
+
+    Timestamps are local time strings without a zone: they are read as naive times and
+    turned into seconds from the earliest submission (as Pollux's generator did), so a
+    daylight-saving change shifts later jobs by its hour. ``cluster`` (the VC) is the tenant.
+    """
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        _require_columns(path, reader.fieldnames, PHILLY_COLUMNS)
+        rows = [(line, _philly_time(path, line, row), row) for line, row in enumerate(reader, start=2)]
+    start = min((submitted for _, submitted, _ in rows), default=0.0)
+    return [_philly_row(path, line, row, submitted - start) for line, submitted, row in rows]
+
+
+def _philly_time(path: Path, line: int, row: dict[str, str]) -> float:
+    raw = (row.get("timestamp") or "").strip()
+    try:
+        moment: datetime | None = datetime.fromisoformat(raw)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is not None:
+        raise TraceError(path, line, "timestamp", f"expected a local time {PHILLY_TIME_FORMAT}, got {raw!r}")
+    return (moment - NAIVE_EPOCH).total_seconds()  # wall-clock arithmetic: no zone, no DST
+
+
+def _philly_row(path: Path, line: int, row: dict[str, str], submit: float) -> TraceJob:
+    return TraceJob(
+        name=f"philly-{line - 2}",
+        submit_seconds=submit,
+        application="",
+        num_gpus=_number(path, line, row, "num_gpus", int, minimum=1),
+        duration=_number(path, line, row, "duration", float, minimum=0),
+        tenant=(row.get("cluster") or "").strip() or None,
+        gpu_time=_optional_number(path, line, row, "gpu_time", float),
+    )
+
+
+# submission_time: raw/ and elasticflow/ cluster files; submit_time: ElasticFlow's own traces
+# (elasticVpollux_e.csv, philly_103959) and Tiresias' job files, which this loader reads too.
+ITP_SUBMIT_COLUMNS = ("submission_time", "submit_time")
+ITP_COLUMNS = ("job_id", "duration", "num_gpu")
+
+
+def load_itp(path: Path) -> list[TraceJob]:
+    """Read an ITP trace: ``raw/clusterNN.csv`` or an ElasticFlow variant of it.
+
+    Times are seconds from the trace's start as the file gives them (not rebased). The
+    ElasticFlow files' ``model_name`` becomes the application and ``batch_size`` is kept;
+    their synthesised deadlines and iteration counts are not read. There is no tenant column.
+    """
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        found = reader.fieldnames or []
+        submit = next((column for column in ITP_SUBMIT_COLUMNS if column in found), ITP_SUBMIT_COLUMNS[0])
+        _require_columns(path, found, (*ITP_COLUMNS, submit))
+        return [_itp_row(path, line, row, submit) for line, row in enumerate(reader, start=2)]
+
+
+def _itp_row(path: Path, line: int, row: dict[str, str], submit: str) -> TraceJob:
+    return TraceJob(
+        name=_text(path, line, row, "job_id"),
+        submit_seconds=_number(path, line, row, submit, float, minimum=0),
+        application=(row.get("model_name") or "").strip(),
+        num_gpus=_number(path, line, row, "num_gpu", int, minimum=1),
+        batch_size=_optional_number(path, line, row, "batch_size", int, minimum=1),
+        duration=_number(path, line, row, "duration", float, minimum=0),
     )
 
 
@@ -94,3 +198,10 @@ def _number(path: Path, line: int, row: dict[str, str], column: str, kind: type,
     if value < minimum:
         raise TraceError(path, line, column, f"expected a value ≥ {minimum}, got {raw!r}")
     return value
+
+
+def _optional_number(path: Path, line: int, row: dict[str, str], column: str, kind: type, *, minimum: float = 0):  # type: ignore[no-untyped-def]
+    """Like ``_number``, but an absent column or an empty cell gives None."""
+    if not (row.get(column) or "").strip():
+        return None
+    return _number(path, line, row, column, kind, minimum=minimum)

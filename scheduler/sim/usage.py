@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from scheduler.core.types import NodeInfo, TenantInfo
 
 from .records import UsageInterval
 
-# A running job as the recorder sees it: its GPUs, whether it is paying a restart, its tenant.
-Holding = tuple[tuple[str, ...], bool, str]
+# A running job as the recorder sees it: its GPUs by type, whether it is paying a restart, its tenant.
+Holding = tuple[Mapping[str, int], bool, str]
 
 
 class UsageRecorder:
@@ -28,9 +28,9 @@ class UsageRecorder:
         busy: Counter[str] = Counter()
         restarting: Counter[str] = Counter()
         by_tenant: Counter[str] = Counter()
-        for gpus, is_restarting, tenant in holdings:
-            (restarting if is_restarting else busy).update(self.type_of[gpu] for gpu in gpus)
-            by_tenant[tenant] += len(gpus)
+        for by_type, is_restarting, tenant in holdings:
+            (restarting if is_restarting else busy).update(by_type)
+            by_tenant[tenant] += sum(by_type.values())
         idle = self.gpus_by_type - busy - restarting
         self._append(UsageInterval(start, end, dict(busy), dict(restarting), dict(idle), {}, dict(by_tenant)))
 
