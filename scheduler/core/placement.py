@@ -82,9 +82,7 @@ class _FreeGpus:
 def place(snap: ClusterSnapshot, targets: Mapping[str, int]) -> PlacementResult:
     """Concrete GPUs for every job with a positive target count."""
     jobs = {job.id: job for job in snap.jobs}
-    node_of = {gpu.id: node.name for node in snap.nodes for gpu in node.gpus}
-    usable = {gpu.id for node in snap.nodes for gpu in node.usable_gpus}
-    type_of = {node.name: node.gpu_type for node in snap.nodes}
+    node_of, usable, type_of = snap.index.node_of, snap.index.usable, snap.index.type_of
     kept = {jid: _kept_gpus(jobs[jid], count, usable, node_of, type_of) for jid, count in targets.items() if count}
     pool = _FreeGpus(snap.nodes, {gpu for ids in kept.values() for gpu in ids})
     placements: dict[str, tuple[str, ...]] = {}
@@ -105,12 +103,12 @@ def place(snap: ClusterSnapshot, targets: Mapping[str, int]) -> PlacementResult:
 
 
 def _kept_gpus(
-    job: JobInfo, count: int, usable: set[str], node_of: Mapping[str, str], type_of: Mapping[str, str]
+    job: JobInfo, count: int, usable: frozenset[str], node_of: Mapping[str, str], type_of: Mapping[str, str]
 ) -> list[str]:
     """The GPUs ``job`` keeps: its usable ones (of its type), fullest nodes first, at most ``count``."""
     per_node: dict[str, list[str]] = {}
     for gpu in job.placement:
-        if gpu in usable and (job.gpu_type is None or type_of[node_of[gpu]] == job.gpu_type):
+        if gpu in usable and (job.gpu_type is None or type_of[gpu] == job.gpu_type):
             per_node.setdefault(node_of[gpu], []).append(gpu)
     ordered = sorted(per_node.values(), key=lambda ids: (-len(ids), ids[0]))
     return [gpu for ids in ordered for gpu in ids][:count]

@@ -118,8 +118,8 @@ class _Engine:
         self.active: dict[str, _Run] = {}
         self.done: list[_Run] = []
         self.completions: list[tuple[float, int, str]] = []
-        self.restart_ends: list[float] = []
-        self.usage = UsageRecorder(nodes, tenants)
+        self.restart_ends: list[tuple[float, int, str]] = []
+        self.usage = UsageRecorder(nodes)
         self.state: PolicyState | None = None
         self.now, self.next_arrival, self.rounds = 0.0, 0, 0
         self.decision_at: float | None = None
@@ -154,18 +154,20 @@ class _Engine:
         if self.completions:
             candidates.append(self.completions[0][0])
         if self.restart_ends:
-            candidates.append(self.restart_ends[0])
+            candidates.append(self.restart_ends[0][0])
         if self.decision_at is not None:
             candidates.append(self.decision_at)
         return max(min(candidates), self.now)
 
     def _advance(self, when: float) -> None:
-        holdings = ((r.gpus_by_type, r.restart_until > self.now, r.spec.tenant) for r in self.active.values() if r.gpus)
-        self.usage.record(self.now, when, holdings)
+        self.usage.record(self.now, when)
         self.active_integral += len(self.active) * (when - self.now)
         self.now = when
-        while self.restart_ends and self.restart_ends[0] <= when:
-            heapq.heappop(self.restart_ends)
+        while self.restart_ends and self.restart_ends[0][0] <= when:
+            _, version, job_id = heapq.heappop(self.restart_ends)
+            run = self.active.get(job_id)
+            if run is not None and run.version == version:
+                self.usage.restarted(run.gpus_by_type)
 
     def _tick(self, at: float) -> float:
         """The first round at or after ``at``."""
@@ -239,14 +241,16 @@ class _Engine:
         if restart:
             run.restarts += 1
             run.restart_until = self.now + self.config.restart_seconds
-            heapq.heappush(self.restart_ends, run.restart_until)
         if run.start_time is None:
             run.start_time = self.now
         self._hold(run, decision.gpus, decision.batch_size)
+        if run.restart_until > self.now:
+            heapq.heappush(self.restart_ends, (run.restart_until, run.version, run.spec.id))
 
     def _hold(self, run: _Run, gpus: tuple[str, ...], batch_size: int | None) -> None:
         run.gpus, run.held_since = gpus, self.now
         run.gpus_by_type = dict(Counter(self.type_of[gpu] for gpu in gpus))
+        self.usage.hold(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
         nodes = len({self.node_of[gpu] for gpu in gpus})
         info = self._job_info(run)
         run.rate = job_speed(info, self.static, len(gpus), nodes, batch_size) * self.config.speed_factor
@@ -257,6 +261,8 @@ class _Engine:
         """Bank the job's progress and GPU-time up to now and take its GPUs away."""
         run.progress = min(run.progress_now(self.now), run.spec.total_work)
         run.gpu_seconds = run.attained_now(self.now)
+        if run.gpus:
+            self.usage.release(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
         run.progress_at, run.held_since = self.now, self.now
         run.gpus, run.gpus_by_type, run.rate = (), {}, 0.0
         run.version += 1

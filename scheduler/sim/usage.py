@@ -3,36 +3,51 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
-from scheduler.core.types import NodeInfo, TenantInfo
+from scheduler.core.types import NodeInfo
 
 from .records import UsageInterval
 
-# A running job as the recorder sees it: its GPUs by type, whether it is paying a restart, its tenant.
-Holding = tuple[Mapping[str, int], bool, str]
-
 
 class UsageRecorder:
-    """Appends one interval per stretch of constant usage, merging stretches that look alike."""
+    """Appends one interval per stretch of constant usage, merging stretches that look alike.
 
-    def __init__(self, nodes: tuple[NodeInfo, ...], tenants: tuple[TenantInfo, ...]) -> None:
-        self.type_of = {gpu.id: node.gpu_type for node in nodes for gpu in node.gpus}
-        self.gpus_by_type = Counter(self.type_of.values())
+    The engine keeps the counts current as jobs start, stop and finish restarting
+    (``hold``/``release``/``restarted``), so recording an interval costs nothing per job.
+    """
+
+    def __init__(self, nodes: tuple[NodeInfo, ...]) -> None:
+        self.gpus_by_type = Counter(node.gpu_type for node in nodes for _ in node.gpus)
+        self.held: Counter[str] = Counter()
+        self.restarting: Counter[str] = Counter()
+        self.by_tenant: Counter[str] = Counter()
         self._intervals: list[UsageInterval] = []
 
-    def record(self, start: float, end: float, holdings: Iterable[Holding]) -> None:
+    def hold(self, by_type: Mapping[str, int], tenant: str, restarting: bool) -> None:
+        self.held.update(by_type)
+        self.by_tenant[tenant] += sum(by_type.values())
+        if restarting:
+            self.restarting.update(by_type)
+
+    def release(self, by_type: Mapping[str, int], tenant: str, restarting: bool) -> None:
+        self.held.subtract(by_type)
+        self.by_tenant[tenant] -= sum(by_type.values())
+        if restarting:
+            self.restarting.subtract(by_type)
+
+    def restarted(self, by_type: Mapping[str, int]) -> None:
+        """A job finished its restart delay: its GPUs now train."""
+        self.restarting.subtract(by_type)
+
+    def record(self, start: float, end: float) -> None:
         """Usage over [start, end), constant by construction: the engine splits time at every change."""
         if end <= start:
             return
-        busy: Counter[str] = Counter()
-        restarting: Counter[str] = Counter()
-        by_tenant: Counter[str] = Counter()
-        for by_type, is_restarting, tenant in holdings:
-            (restarting if is_restarting else busy).update(by_type)
-            by_tenant[tenant] += sum(by_type.values())
-        idle = self.gpus_by_type - busy - restarting
-        self._append(UsageInterval(start, end, dict(busy), dict(restarting), dict(idle), {}, dict(by_tenant)))
+        busy = +(self.held - self.restarting)
+        restarting = +self.restarting
+        idle = self.gpus_by_type - self.held
+        self._append(UsageInterval(start, end, dict(busy), dict(restarting), dict(idle), {}, dict(+self.by_tenant)))
 
     def _append(self, interval: UsageInterval) -> None:
         last = self._intervals[-1] if self._intervals else None
