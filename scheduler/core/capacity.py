@@ -8,6 +8,8 @@ healthy and on a schedulable node. Created fresh inside each ``allocate`` call.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .types import ClusterSnapshot, JobInfo
 
 
@@ -46,3 +48,16 @@ class Capacity:
         self._used += gpus
         if job.gpu_type is not None:
             self._typed_used[job.gpu_type] = self._typed_used.get(job.gpu_type, 0) + gpus
+
+
+def demand_fits(snap: ClusterSnapshot, counts: Mapping[str, int]) -> bool:
+    """Whether ``counts`` (job id → GPUs) fit the usable GPUs: each type holds its typed demand, and all fit."""
+    typed: dict[str, int] = {}
+    total = 0
+    for job in snap.jobs:
+        gpus = counts.get(job.id, 0)
+        total += gpus
+        if gpus and job.gpu_type is not None:
+            typed[job.gpu_type] = typed.get(job.gpu_type, 0) + gpus
+    usable = snap.usable_by_type
+    return total <= sum(usable.values()) and all(gpus <= usable.get(t, 0) for t, gpus in typed.items())

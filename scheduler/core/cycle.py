@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .capacity import Capacity
+from .capacity import demand_fits
 from .placement import place
 from .policy import Policy
 from .quota import reclaim_for_owners
@@ -91,9 +91,10 @@ def run_cycle(
 
 def admit(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, dict[str, str]]:
     """The snapshot without jobs that cannot run on this cluster at all, and why each was left out."""
-    capacity, rejected = Capacity(snap), {}
+    by_type, rejected = snap.usable_by_type, {}
+    total = sum(by_type.values())
     for job in snap.jobs:
-        usable = capacity.free_for(job)
+        usable = by_type.get(job.gpu_type, 0) if job.gpu_type else total
         if job.min_gpus > usable:
             kind = f"{job.gpu_type} " if job.gpu_type else ""
             rejected[job.id] = f"unschedulable: needs {job.min_gpus} {kind}GPUs, the cluster has {usable} usable"
@@ -107,14 +108,12 @@ def checked_counts(snap: ClusterSnapshot, result: PolicyResult, policy: str) -> 
     ids = {job.id for job in snap.jobs}
     if set(counts) != ids:
         raise PolicyContractError(f"{policy}: allocations must name exactly the snapshot's jobs")
-    capacity = Capacity(snap)
-    for job in sorted(snap.jobs, key=lambda j: (j.gpu_type is None, j.id)):
+    for job in snap.jobs:
         gpus = counts[job.id]
         if gpus and not job.min_gpus <= gpus <= job.max_gpus:
             raise PolicyContractError(f"{policy}: job {job.id} got {gpus} GPUs, bounds {job.min_gpus}..{job.max_gpus}")
-        if not capacity.fits(job, gpus):
-            raise PolicyContractError(f"{policy}: GPUs over capacity at job {job.id}")
-        capacity.take(job, gpus)
+    if not demand_fits(snap, counts):
+        raise PolicyContractError(f"{policy}: GPUs over capacity ({sum(counts.values())} given)")
     return counts
 
 
@@ -150,20 +149,11 @@ def _undo_holds_over_capacity(
     """A held shrink keeps GPUs the policy gave to someone else: release holds, newest job first, until all fit."""
     shrink_holds = sorted((j for j in snap.jobs if held[j.id] > wanted[j.id]), key=lambda j: (-j.submit_time, j.id))
     for job in shrink_holds:
-        if _fits(snap, held):
+        if demand_fits(snap, held):
             break
         held[job.id] = wanted[job.id]
         reasons.pop(job.id, None)
     return held, reasons
-
-
-def _fits(snap: ClusterSnapshot, counts: Mapping[str, int]) -> bool:
-    capacity = Capacity(snap)
-    for job in sorted(snap.jobs, key=lambda j: (j.gpu_type is None, j.id)):
-        if not capacity.fits(job, counts[job.id]):
-            return False
-        capacity.take(job, counts[job.id])
-    return True
 
 
 def _decide(job: JobInfo, gpus: tuple[str, ...], reason: str | None, result: PolicyResult) -> Decision:

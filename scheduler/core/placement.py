@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .types import ClusterSnapshot, JobInfo, NodeInfo
+from .types import ClusterSnapshot, JobInfo
 
 
 @dataclass(frozen=True)
@@ -30,9 +30,14 @@ class PlacementResult:
 class _FreeGpus:
     """Free GPU ids per node, with nodes bucketed by GPU type and free count."""
 
-    def __init__(self, nodes: tuple[NodeInfo, ...], taken: set[str]) -> None:
-        self.type_of = {node.name: node.gpu_type for node in nodes}
-        self.free = {node.name: [g.id for g in node.usable_gpus if g.id not in taken] for node in nodes}
+    def __init__(self, snap: ClusterSnapshot, taken: set[str]) -> None:
+        index = snap.index
+        self.type_of = {node.name: node.gpu_type for node in snap.nodes}
+        touched = {index.node_of[gpu] for gpu in taken}
+        self.free = {
+            name: [gpu for gpu in ids if gpu not in taken] if name in touched else list(ids)
+            for name, ids in index.usable_by_node.items()
+        }
         # type → free count → nodes (a dict used as an insertion-ordered set, for determinism)
         self.buckets: dict[str, dict[int, dict[str, None]]] = {}
         self.totals: dict[str, int] = {}
@@ -84,7 +89,9 @@ def place(snap: ClusterSnapshot, targets: Mapping[str, int]) -> PlacementResult:
     jobs = {job.id: job for job in snap.jobs}
     node_of, usable, type_of = snap.index.node_of, snap.index.usable, snap.index.type_of
     kept = {jid: _kept_gpus(jobs[jid], count, usable, node_of, type_of) for jid, count in targets.items() if count}
-    pool = _FreeGpus(snap.nodes, {gpu for ids in kept.values() for gpu in ids})
+    if all(len(kept[jid]) == targets[jid] for jid in kept):  # nobody needs new GPUs: no pool to build
+        return PlacementResult({jid: tuple(gpus) for jid, gpus in kept.items()}, {}, {})
+    pool = _FreeGpus(snap, {gpu for ids in kept.values() for gpu in ids})
     placements: dict[str, tuple[str, ...]] = {}
     unplaced: dict[str, str] = {}
     notes: dict[str, str] = {}
@@ -106,6 +113,10 @@ def _kept_gpus(
     job: JobInfo, count: int, usable: frozenset[str], node_of: Mapping[str, str], type_of: Mapping[str, str]
 ) -> list[str]:
     """The GPUs ``job`` keeps: its usable ones (of its type), fullest nodes first, at most ``count``."""
+    if count >= len(job.placement) and usable.issuperset(job.placement) and (
+        job.gpu_type is None or all(type_of[gpu] == job.gpu_type for gpu in job.placement)
+    ):
+        return list(job.placement)  # the common case: it keeps everything it holds
     per_node: dict[str, list[str]] = {}
     for gpu in job.placement:
         if gpu in usable and (job.gpu_type is None or type_of[gpu] == job.gpu_type):

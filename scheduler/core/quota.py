@@ -41,7 +41,9 @@ class _Ledger:
 
 def reclaim_for_owners(snap: ClusterSnapshot, counts: Mapping[str, int]) -> tuple[dict[str, int], dict[str, str]]:
     """Counts after guaranteeing quotas, and a reason for every job they changed."""
-    quotas = {tenant.name: tenant.quota for tenant in snap.tenants}
+    quotas = {tenant.name: tenant.quota for tenant in snap.tenants if tenant.quota > 0}
+    if not _someone_owed(snap, counts, quotas):
+        return dict(counts), {}
     ledger, reasons = _Ledger(snap, counts), {}
     # Who gives GPUs back first: jobs that can shrink, then the most recently submitted.
     givers = sorted((j for j in snap.jobs if counts[j.id] > 0),
@@ -59,6 +61,18 @@ def reclaim_for_owners(snap: ClusterSnapshot, counts: Mapping[str, int]) -> tupl
         ledger.set(job, job.min_gpus)
         reasons[job.id] = f"started within its tenant's quota of {quotas[job.tenant]} GPUs"
     return ledger.counts, reasons
+
+
+def _someone_owed(snap: ClusterSnapshot, counts: Mapping[str, int], quotas: Mapping[str, int]) -> bool:
+    """Whether any waiting job would fit in what its tenant is still owed (the common answer is no)."""
+    if not quotas:
+        return False
+    usage: Counter[str] = Counter()
+    for job in snap.jobs:
+        usage[job.tenant] += counts[job.id]
+    return any(
+        counts[job.id] == 0 and job.min_gpus <= quotas.get(job.tenant, 0) - usage[job.tenant] for job in snap.jobs
+    )
 
 
 def _reclaim_plan(

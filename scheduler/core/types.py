@@ -92,6 +92,18 @@ class JobInfo:
     def elastic(self) -> bool:
         return self.min_gpus < self.max_gpus
 
+    def progressed(self, progress: float, attained_gpu_seconds: float) -> JobInfo:
+        """This job later on, with more progress and GPU-time and nothing else changed.
+
+        For drivers that rebuild thousands of jobs a round: it checks only what changes,
+        instead of re-running every invariant of the constructor.
+        """
+        if progress < 0 or attained_gpu_seconds < 0:
+            raise ValueError(f"job {self.id}: progress and attained GPU-time must be ≥ 0")
+        later = object.__new__(JobInfo)
+        later.__dict__.update(self.__dict__, progress=progress, attained_gpu_seconds=attained_gpu_seconds)
+        return later
+
     @property
     def gpus(self) -> int:
         """GPUs held now."""
@@ -117,6 +129,7 @@ class NodeIndex:
     node_of: Mapping[str, str]  # GPU id → node name
     type_of: Mapping[str, str]  # GPU id → GPU type
     usable: frozenset[str]  # healthy GPUs on schedulable nodes
+    usable_by_node: Mapping[str, tuple[str, ...]]  # node name → its usable GPU ids, in order
     gpus_by_type: Mapping[str, int]
     usable_by_type: Mapping[str, int]
     largest_node_by_type: Mapping[str | None, int]  # under None: the largest node of any type
@@ -135,8 +148,9 @@ def _build_index(nodes: tuple[NodeInfo, ...]) -> NodeIndex:
         largest[node.gpu_type] = max(largest.get(node.gpu_type, 0), len(node.gpus))
         largest[None] = max(largest[None], len(node.gpus))
     type_of = {gpu.id: node.gpu_type for node in nodes for gpu in node.gpus}
-    usable = frozenset(gpu.id for node in nodes for gpu in node.usable_gpus)
-    return NodeIndex(node_of, type_of, usable, gpus_by_type, usable_by_type, largest)
+    usable_by_node = {node.name: tuple(gpu.id for gpu in node.usable_gpus) for node in nodes}
+    usable = frozenset(gpu for ids in usable_by_node.values() for gpu in ids)
+    return NodeIndex(node_of, type_of, usable, usable_by_node, gpus_by_type, usable_by_type, largest)
 
 
 _INDEXES: dict[int, tuple[tuple[NodeInfo, ...], NodeIndex]] = {}

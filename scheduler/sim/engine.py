@@ -69,7 +69,9 @@ class _Run:
     restarts: int = 0
     rescales: int = 0
     preemptions: int = 0
-    version: int = 0  # invalidates stale completion events
+    version: int = 0  # invalidates stale completion and restart events
+    waiting_info: JobInfo | None = None  # a waiting job's JobInfo does not change: built once per wait
+    running_info: JobInfo | None = None  # built once per allocation; each round only advances its progress
 
     def progress_now(self, now: float) -> float:
         training_since = max(self.progress_at, self.restart_until)
@@ -121,7 +123,7 @@ class _Engine:
         self.restart_ends: list[tuple[float, int, str]] = []
         self.usage = UsageRecorder(nodes)
         self.state: PolicyState | None = None
-        self.now, self.next_arrival, self.rounds = 0.0, 0, 0
+        self.now, self.next_arrival, self.rounds, self.running = 0.0, 0, 0, 0
         self.decision_at: float | None = None
         self.active_integral, self.integral_at = 0.0, 0.0
 
@@ -197,7 +199,8 @@ class _Engine:
             run.progress, run.finish_time = run.spec.total_work, self.now
             del self.active[job_id]
             self.done.append(run)
-            self._request_decision(self.now)
+            if not self.policy.event_driven or self.running < len(self.active):
+                self._request_decision(self.now)  # freed GPUs matter only to someone waiting
             if self.on_progress:
                 self.on_progress(len(self.done), len(self.arrivals))
 
@@ -216,8 +219,18 @@ class _Engine:
             self._request_decision(max(result.wake_at, self.now + self.config.round_seconds))
 
     def _snapshot(self) -> ClusterSnapshot:
-        jobs = tuple(self._job_info(run) for run in self.active.values())
+        jobs = tuple(self._info(run) for run in self.active.values())
         return ClusterSnapshot(self.now, self.nodes, jobs, self.tenants, self.static.profiles)
+
+    def _info(self, run: _Run) -> JobInfo:
+        if run.gpus:
+            if run.running_info is None:
+                run.running_info = self._job_info(run)
+            progress = min(run.progress_now(self.now), run.spec.total_work)
+            return run.running_info.progressed(progress, run.attained_now(self.now))
+        if run.waiting_info is None:
+            run.waiting_info = self._job_info(run)
+        return run.waiting_info
 
     def _job_info(self, run: _Run) -> JobInfo:
         spec = run.spec
@@ -250,6 +263,8 @@ class _Engine:
     def _hold(self, run: _Run, gpus: tuple[str, ...], batch_size: int | None) -> None:
         run.gpus, run.held_since = gpus, self.now
         run.gpus_by_type = dict(Counter(self.type_of[gpu] for gpu in gpus))
+        run.waiting_info = run.running_info = None
+        self.running += 1
         self.usage.hold(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
         nodes = len({self.node_of[gpu] for gpu in gpus})
         info = self._job_info(run)
@@ -263,6 +278,8 @@ class _Engine:
         run.gpu_seconds = run.attained_now(self.now)
         if run.gpus:
             self.usage.release(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
+            self.running -= 1
+            run.waiting_info = run.running_info = None
         run.progress_at, run.held_since = self.now, self.now
         run.gpus, run.gpus_by_type, run.rate = (), {}, 0.0
         run.version += 1
