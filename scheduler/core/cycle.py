@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from .capacity import demand_fits
 from .placement import place
@@ -43,8 +44,9 @@ class CycleConfig:
             raise ValueError("min_rescale_gain and max_rescales_per_hour must be ≥ 0")
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
+    """What happens to one job this round. A named tuple: a round makes one per job, so it must be cheap."""
+
     job_id: str
     action: Action
     gpus: tuple[str, ...]  # GPUs after the round

@@ -32,7 +32,7 @@ class _FreeGpus:
 
     def __init__(self, snap: ClusterSnapshot, taken: set[str]) -> None:
         index = snap.index
-        self.type_of = {node.name: node.gpu_type for node in snap.nodes}
+        self.type_of = index.node_type
         touched = {index.node_of[gpu] for gpu in taken}
         self.free = {
             name: [gpu for gpu in ids if gpu not in taken] if name in touched else list(ids)
@@ -41,8 +41,10 @@ class _FreeGpus:
         # type → free count → nodes (a dict used as an insertion-ordered set, for determinism)
         self.buckets: dict[str, dict[int, dict[str, None]]] = {}
         self.totals: dict[str, int] = {}
-        for name, ids in self.free.items():
-            self._file(name, len(ids))
+        for name, ids in self.free.items():  # _file, inlined: this loop runs over every node every round
+            gpu_type = self.type_of[name]
+            self.buckets.setdefault(gpu_type, {}).setdefault(len(ids), {})[name] = None
+            self.totals[gpu_type] = self.totals.get(gpu_type, 0) + len(ids)
 
     def _file(self, node: str, count: int) -> None:
         gpu_type = self.type_of[node]

@@ -130,6 +130,7 @@ class NodeIndex:
     type_of: Mapping[str, str]  # GPU id → GPU type
     usable: frozenset[str]  # healthy GPUs on schedulable nodes
     usable_by_node: Mapping[str, tuple[str, ...]]  # node name → its usable GPU ids, in order
+    node_type: Mapping[str, str]  # node name → GPU type
     gpus_by_type: Mapping[str, int]
     usable_by_type: Mapping[str, int]
     largest_node_by_type: Mapping[str | None, int]  # under None: the largest node of any type
@@ -150,7 +151,8 @@ def _build_index(nodes: tuple[NodeInfo, ...]) -> NodeIndex:
     type_of = {gpu.id: node.gpu_type for node in nodes for gpu in node.gpus}
     usable_by_node = {node.name: tuple(gpu.id for gpu in node.usable_gpus) for node in nodes}
     usable = frozenset(gpu for ids in usable_by_node.values() for gpu in ids)
-    return NodeIndex(node_of, type_of, usable, usable_by_node, gpus_by_type, usable_by_type, largest)
+    node_type = {node.name: node.gpu_type for node in nodes}
+    return NodeIndex(node_of, type_of, usable, usable_by_node, node_type, gpus_by_type, usable_by_type, largest)
 
 
 _INDEXES: dict[int, tuple[tuple[NodeInfo, ...], NodeIndex]] = {}
