@@ -28,23 +28,28 @@ class PlacementResult:
 
 
 class _FreeGpus:
-    """Free GPU ids per node, with nodes bucketed by GPU type and free count."""
+    """Free GPU ids per node, with nodes bucketed by GPU type and free count.
+
+    Starts from the index's all-free buckets (copied in C) and re-files only the nodes
+    where kept GPUs are taken: a round touches few of a large cluster's nodes.
+    """
 
     def __init__(self, snap: ClusterSnapshot, taken: set[str]) -> None:
         index = snap.index
-        self.type_of = index.node_type
-        touched = {index.node_of[gpu] for gpu in taken}
-        self.free = {
-            name: [gpu for gpu in ids if gpu not in taken] if name in touched else list(ids)
-            for name, ids in index.usable_by_node.items()
-        }
-        # type → free count → nodes (a dict used as an insertion-ordered set, for determinism)
-        self.buckets: dict[str, dict[int, dict[str, None]]] = {}
-        self.totals: dict[str, int] = {}
-        for name, ids in self.free.items():  # _file, inlined: this loop runs over every node every round
-            gpu_type = self.type_of[name]
-            self.buckets.setdefault(gpu_type, {}).setdefault(len(ids), {})[name] = None
-            self.totals[gpu_type] = self.totals.get(gpu_type, 0) + len(ids)
+        self.type_of, self._usable = index.node_type, index.usable_by_node
+        self.buckets = {t: {size: dict(nodes) for size, nodes in by_size.items()}
+                        for t, by_size in index.free_buckets.items()}
+        self.totals = dict(index.usable_by_type)
+        self._free: dict[str, list[str]] = {}  # nodes whose free GPUs differ from all their usable ones
+        for node in {index.node_of[gpu] for gpu in taken}:
+            self._unfile(node)
+            self._free[node] = [gpu for gpu in self._usable[node] if gpu not in taken]
+            self._file(node, len(self._free[node]))
+
+    def free(self, node: str) -> list[str]:
+        if node not in self._free:
+            self._free[node] = list(self._usable[node])
+        return self._free[node]
 
     def _file(self, node: str, count: int) -> None:
         gpu_type = self.type_of[node]
@@ -52,20 +57,21 @@ class _FreeGpus:
         self.totals[gpu_type] = self.totals.get(gpu_type, 0) + count
 
     def _unfile(self, node: str) -> None:
-        gpu_type, count = self.type_of[node], len(self.free[node])
+        gpu_type, count = self.type_of[node], len(self.free(node))
         del self.buckets[gpu_type][count][node]
         self.totals[gpu_type] -= count
 
     def take(self, node: str, count: int) -> list[str]:
         self._unfile(node)
-        taken, self.free[node] = self.free[node][:count], self.free[node][count:]
-        self._file(node, len(self.free[node]))
+        free = self.free(node)
+        taken, self._free[node] = free[:count], free[count:]
+        self._file(node, len(self._free[node]))
         return taken
 
     def put_back(self, node: str, gpus: Iterable[str]) -> None:
         self._unfile(node)
-        self.free[node] = self.free[node] + list(gpus)
-        self._file(node, len(self.free[node]))
+        self._free[node] = self.free(node) + list(gpus)
+        self._file(node, len(self._free[node]))
 
     def total(self, types: Iterable[str]) -> int:
         return sum(self.totals.get(t, 0) for t in types)

@@ -131,6 +131,7 @@ class NodeIndex:
     usable: frozenset[str]  # healthy GPUs on schedulable nodes
     usable_by_node: Mapping[str, tuple[str, ...]]  # node name → its usable GPU ids, in order
     node_type: Mapping[str, str]  # node name → GPU type
+    free_buckets: Mapping[str, Mapping[int, Mapping[str, None]]]  # type → usable count → nodes, all GPUs free
     gpus_by_type: Mapping[str, int]
     usable_by_type: Mapping[str, int]
     largest_node_by_type: Mapping[str | None, int]  # under None: the largest node of any type
@@ -152,7 +153,12 @@ def _build_index(nodes: tuple[NodeInfo, ...]) -> NodeIndex:
     usable_by_node = {node.name: tuple(gpu.id for gpu in node.usable_gpus) for node in nodes}
     usable = frozenset(gpu for ids in usable_by_node.values() for gpu in ids)
     node_type = {node.name: node.gpu_type for node in nodes}
-    return NodeIndex(node_of, type_of, usable, usable_by_node, node_type, gpus_by_type, usable_by_type, largest)
+    buckets: dict[str, dict[int, dict[str, None]]] = {}
+    for node in nodes:
+        buckets.setdefault(node.gpu_type, {}).setdefault(len(usable_by_node[node.name]), {})[node.name] = None
+    return NodeIndex(
+        node_of, type_of, usable, usable_by_node, node_type, buckets, gpus_by_type, usable_by_type, largest
+    )
 
 
 _INDEXES: dict[int, tuple[tuple[NodeInfo, ...], NodeIndex]] = {}
