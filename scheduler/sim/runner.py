@@ -1,0 +1,89 @@
+"""One what-if scenario, start to finish: trace × cluster × policy × power settings → summary.
+
+The single entry point shared by ``manage.py simulate``, the what-if Celery tasks and the
+validation against published results. Pure: no Django; files are read from the paths given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scheduler.core.cycle import CycleConfig
+from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.core.policy import get_policy
+from scheduler.core.types import NodeInfo, TenantInfo
+from telemetry.power import PowerModel
+
+from .engine import ProgressCallback, SimConfig, simulate
+from .metrics import summarise
+from .presets import ClusterPreset, NodeGroup, build_nodes, get_preset
+from .records import SimulationResult, WorkloadJob
+from .trace_formats import load_trace
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Everything that defines one what-if run; JSON-friendly so it can be stored and replayed."""
+
+    trace: str  # path of the trace file
+    policy: str = "pollux"
+    format: str = "auto"
+    elastic: bool | None = None  # None: elastic for elastic policies, rigid replay otherwise
+    preset: str | None = None  # a cluster preset (presets.py), else nodes × gpus_per_node of gpu_type
+    nodes: int = 16
+    gpus_per_node: int = 4
+    gpu_type: str = "t4"
+    round_seconds: float = 60.0
+    restart_seconds: float = 30.0
+    power_cap_fraction: float = 1.0
+    load_factor: float = 1.0  # 2.0 = the same jobs arriving twice as fast
+    seed: int = 0
+    max_jobs: int | None = None  # the first N jobs only
+    policy_config: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.gpus_per_node < 1:
+            raise ValueError("nodes and gpus_per_node must be ≥ 1")
+        if self.load_factor <= 0:
+            raise ValueError(f"load_factor must be > 0, got {self.load_factor}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "policy_config": dict(self.policy_config)}
+
+
+def cluster_for(scenario: Scenario, traces_dir: Path) -> tuple[tuple[NodeInfo, ...], tuple[TenantInfo, ...]]:
+    if scenario.preset:
+        preset = get_preset(scenario.preset, traces_dir)
+        tenants = tuple(TenantInfo(name, quota) for name, quota in sorted(preset.tenant_quotas.items()))
+        return build_nodes(preset), tenants
+    group = NodeGroup(scenario.gpu_type, scenario.gpus_per_node, scenario.nodes)
+    return build_nodes(ClusterPreset("custom", (group,))), ()
+
+
+def workload_for(scenario: Scenario, elastic: bool) -> list[WorkloadJob]:
+    jobs = load_trace(Path(scenario.trace), scenario.format, elastic=elastic, seed=scenario.seed)
+    jobs = jobs[: scenario.max_jobs] if scenario.max_jobs else jobs
+    if scenario.load_factor != 1.0:
+        jobs = [dataclasses.replace(job, submit_time=job.submit_time / scenario.load_factor) for job in jobs]
+    return jobs
+
+
+def run_scenario(
+    scenario: Scenario, traces_dir: Path, *, power: PowerModel | None = None,
+    cycle: CycleConfig | None = None, on_progress: ProgressCallback | None = None,
+) -> tuple[SimulationResult, dict[str, Any]]:
+    """Simulate ``scenario``; returns the full result and its summary (``metrics.summarise``) as a dict."""
+    policy = get_policy(scenario.policy, **scenario.policy_config)
+    elastic = (not policy.event_driven) if scenario.elastic is None else scenario.elastic
+    power = (power or PowerModel()).at_cap(scenario.power_cap_fraction)
+    nodes, tenants = cluster_for(scenario, traces_dir)
+    config = SimConfig(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
+                       speed_factor=power.throughput_factor, cycle=cycle or CycleConfig())
+    result = simulate(workload_for(scenario, elastic), nodes, policy, tenants=tenants, profiles=FITTED_PROFILES,
+                      config=config, on_progress=on_progress)
+    result = dataclasses.replace(result, power_cap_fraction=scenario.power_cap_fraction)
+    return result, summarise(result, power).as_dict()
