@@ -145,8 +145,11 @@ def time_factor(cap_fraction: float) -> float:
 
 
 def throughput_factor(cap_fraction: float) -> float:
-    """Training throughput under the cap relative to uncapped: 1 ÷ ``time_factor``. The simulator scales speed by it."""
-    return 1.0 / time_factor(cap_fraction)
+    """Training throughput under the cap relative to uncapped: 1 ÷ ``time_factor``. The simulator scales speed by it.
+
+    Never above 1 (the interpolation returns 1 ± 1e-16 at the top: a cap never speeds training up).
+    """
+    return min(1.0, 1.0 / time_factor(cap_fraction))
 
 
 def power_factor(cap_fraction: float) -> float:

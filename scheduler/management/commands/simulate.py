@@ -1,0 +1,76 @@
+import json
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduler.core.policy import UnknownPolicy
+from scheduler.sim.runner import Scenario, run_scenario
+from scheduler.sim.trace_formats import FORMATS
+from scheduler.sim.traces import TraceError
+
+# What the readable table shows, in order, with units.
+TABLE = [
+    ("policy", "policy", ""), ("jobs", "jobs", ""), ("completed", "completed", ""),
+    ("avg_jct_s", "average JCT", "s"), ("p50_jct_s", "median JCT", "s"), ("p99_jct_s", "p99 JCT", "s"),
+    ("makespan_s", "makespan", "s"), ("avg_queue_s", "average queueing", "s"),
+    ("utilization", "GPU utilisation (allocated)", ""), ("effective_utilization", "GPU utilisation (training)", ""),
+    ("jain", "Jain's index (tenants)", ""), ("ftf_p99", "finish-time fairness p99", ""),
+    ("rescales", "rescales", ""), ("preemptions", "preemptions", ""), ("energy_kwh", "GPU energy", "kWh"),
+    ("co2_kg", "CO2", "kg"), ("wall_s", "simulation wall time", "s"),
+]
+
+
+class Command(BaseCommand):
+    help = "Replay a trace through a policy on a simulated cluster and print its metrics."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--trace", required=True, type=Path, help="trace file (see README: formats)")
+        parser.add_argument("--format", default="auto", choices=FORMATS)
+        parser.add_argument("--policy", default="pollux")
+        parser.add_argument("--preset", help="cluster preset instead of --nodes/--gpus-per-node/--gpu-type")
+        parser.add_argument("--nodes", type=int, default=16)
+        parser.add_argument("--gpus-per-node", type=int, default=4)
+        parser.add_argument("--gpu-type", default="t4")
+        parser.add_argument("--round-seconds", type=float, default=60.0)
+        parser.add_argument("--restart-seconds", type=float, default=30.0)
+        parser.add_argument("--power-cap-fraction", type=float, default=1.0)
+        parser.add_argument("--load-factor", type=float, default=1.0, help="2.0: the same jobs arrive twice as fast")
+        parser.add_argument("--elastic", action="store_true", default=None, help="force elastic job bounds")
+        parser.add_argument("--rigid", dest="elastic", action="store_false", help="force rigid replay")
+        parser.add_argument("--max-jobs", type=int)
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            scenario = self._scenario(options)
+            _, summary = run_scenario(scenario, settings.TRACES_DIR)
+        except (TraceError, UnknownPolicy, ValueError, FileNotFoundError) as error:
+            raise CommandError(str(error)) from None
+        self.stdout.write(json.dumps(summary) if options["json"] else _table(summary))
+
+    def _scenario(self, options: dict[str, Any]) -> Scenario:
+        if not options["trace"].is_file():
+            raise CommandError(f"--trace {options['trace']}: no such file")
+        return Scenario(
+            trace=str(options["trace"]), policy=options["policy"], format=options["format"],
+            elastic=options["elastic"], preset=options["preset"], nodes=options["nodes"],
+            gpus_per_node=options["gpus_per_node"], gpu_type=options["gpu_type"],
+            round_seconds=options["round_seconds"], restart_seconds=options["restart_seconds"],
+            power_cap_fraction=options["power_cap_fraction"], load_factor=options["load_factor"],
+            seed=options["seed"], max_jobs=options["max_jobs"],
+        )
+
+
+def _table(summary: dict[str, Any]) -> str:
+    return "\n".join(f"{label:30s} {_value(summary.get(key))} {unit}".rstrip() for key, label, unit in TABLE)
+
+
+def _value(value: object) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 10 else f"{value:,.0f}"
+    return str(value)

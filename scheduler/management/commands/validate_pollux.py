@@ -1,0 +1,49 @@
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduler.sim.validation import LOADS, POLICIES, WORKLOADS, CaseResult, cases, grid_table, run_case
+
+
+class Command(BaseCommand):
+    help = "Replay the Pollux authors' workloads (8 × 4 loads) with pollux, tiresias and optimus; compare JCTs."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--policy", action="append", choices=POLICIES, help="repeatable; default all three")
+        parser.add_argument("--load", action="append", choices=LOADS, help="repeatable; default all four")
+        parser.add_argument("--workload", action="append", type=int, choices=WORKLOADS, help="repeatable")
+        parser.add_argument("--workers", type=int, default=2, help="parallel processes (default 2)")
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not (settings.TRACES_DIR / "pollux").is_dir():
+            raise CommandError(f"no Pollux traces under TRACES_DIR={settings.TRACES_DIR}")
+        todo = cases(tuple(options["policy"] or POLICIES), tuple(options["load"] or LOADS),
+                     tuple(options["workload"] or WORKLOADS))
+        started = time.perf_counter()
+        with ProcessPoolExecutor(max_workers=max(1, options["workers"])) as pool:
+            results: list[CaseResult] = list(pool.map(partial(run_case, traces_dir=settings.TRACES_DIR), todo))
+        rows, wall = grid_table(results), time.perf_counter() - started
+        if options["json"]:
+            self.stdout.write(json.dumps({"rows": rows, "cases": len(results), "wall_s": round(wall, 1)}))
+        else:
+            self.stdout.write(self._table(rows, len(results), wall))
+
+    def _table(self, rows: list[dict[str, Any]], count: int, wall: float) -> str:
+        lines = ["mean of the workloads' average JCT (s), ours vs the Pollux authors' simulator:",
+                 f"  {'policy':9s} {'load':>4s} {'ours':>8s} {'published':>10s} {'diff':>7s} {'sim s':>7s}"]
+        for row in rows:
+            ours, theirs, diff = row["ours_avg_jct_s"], row["published_avg_jct_s"], row["difference"]
+            lines.append(f"  {row['policy']:9s} {row['load']:>4s} {_num(ours):>8s} {_num(theirs):>10s} "
+                         f"{'' if diff is None else f'{diff:+.1%}':>7s} {row['wall_s']:7.1f}")
+        lines.append(f"{count} simulations in {wall:.0f} s wall")
+        return "\n".join(lines)
+
+
+def _num(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}"

@@ -1,0 +1,80 @@
+"""Fidelity against a published reference: the Pollux authors' own simulator results.
+
+``pollux/results-jobload/<policy>-<load>/summary.json`` holds, for pollux, optimus and
+tiresias at 0.5×–2.0× load, the average JCT of each of the 8 workloads on 16 nodes × 4
+T4 GPUs (Pollux, OSDI'21, Fig. 8a). Each case here replays the same workload file on
+the same cluster through our policies and simulator.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .runner import Scenario, run_scenario
+
+POLICIES = ("pollux", "tiresias", "optimus")
+LOADS = ("0.5", "1.0", "1.5", "2.0")
+WORKLOADS = tuple(range(1, 9))
+
+
+@dataclass(frozen=True)
+class Case:
+    policy: str
+    load: str
+    workload: int
+
+    def scenario(self, traces_dir: Path) -> Scenario:
+        trace = traces_dir / "pollux" / f"workloads-{self.load}" / f"workload-{self.workload}.csv"
+        return Scenario(trace=str(trace), policy=self.policy, preset="pollux-t4")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: Case
+    ours_avg_jct_s: float | None
+    theirs_avg_jct_s: float | None
+    wall_s: float
+
+
+def cases(policies: tuple[str, ...] = POLICIES, loads: tuple[str, ...] = LOADS,
+          workloads: tuple[int, ...] = WORKLOADS) -> list[Case]:
+    return [Case(p, load, w) for p in policies for load in loads for w in workloads]
+
+
+def published_avg_jct(traces_dir: Path, case: Case) -> float | None:
+    summary = traces_dir / "pollux" / "results-jobload" / f"{case.policy}-{case.load}" / "summary.json"
+    if not summary.exists():
+        return None
+    return json.loads(summary.read_text())["avgs"].get(f"workload-{case.workload}")
+
+
+def run_case(case: Case, traces_dir: Path) -> CaseResult:
+    """Our average JCT for one case (None if any job did not finish), beside the published one."""
+    _, summary = run_scenario(case.scenario(traces_dir), traces_dir)
+    finished_all = summary["completed"] == summary["jobs"]
+    ours = summary["avg_jct_s"] if finished_all else None
+    return CaseResult(case, ours, published_avg_jct(traces_dir, case), summary["wall_s"])
+
+
+def grid_table(results: list[CaseResult]) -> list[dict[str, object]]:
+    """One row per (policy, load): mean over workloads of the average JCT, ours and theirs."""
+    rows = []
+    for policy in dict.fromkeys(r.case.policy for r in results):
+        for load in dict.fromkeys(r.case.load for r in results if r.case.policy == policy):
+            group = [r for r in results if (r.case.policy, r.case.load) == (policy, load)]
+            rows.append(_row(policy, load, group))
+    return rows
+
+
+def _row(policy: str, load: str, group: list[CaseResult]) -> dict[str, object]:
+    ours = [r.ours_avg_jct_s for r in group]
+    theirs = [r.theirs_avg_jct_s for r in group]
+    ours_mean = sum(ours) / len(ours) if None not in ours else None  # type: ignore[arg-type]
+    theirs_mean = sum(theirs) / len(theirs) if None not in theirs else None  # type: ignore[arg-type]
+    diff = (ours_mean / theirs_mean - 1) if ours_mean and theirs_mean else None
+    return {
+        "policy": policy, "load": load, "workloads": len(group), "ours_avg_jct_s": ours_mean,
+        "published_avg_jct_s": theirs_mean, "difference": diff, "wall_s": sum(r.wall_s for r in group),
+    }
