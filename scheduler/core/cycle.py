@@ -79,6 +79,8 @@ def run_cycle(
     result = policy.allocate(admitted, state.get("policy"))
     counts = checked_counts(admitted, result, policy.name)
     history = _recent_rescales(state.get("rescales", {}), snap.now)
+    if getattr(policy, "prices_restarts", False):  # its objective already weighs a restart against the gain
+        config = dataclasses.replace(config, min_rescale_gain=0.0)
     counts, stage_reasons = stabilise(admitted, counts, history, config)
     if config.enforce_quotas:
         counts, quota_reasons = reclaim_for_owners(admitted, counts)
@@ -137,7 +139,7 @@ def stabilise(
 def _hold_reason(snap: ClusterSnapshot, job: JobInfo, target: int, recent: int, config: CycleConfig) -> str | None:
     if recent >= config.max_rescales_per_hour:
         return f"held at {job.gpus} GPUs: {recent} rescales in the last hour (limit {config.max_rescales_per_hour})"
-    if target > job.gpus:
+    if target > job.gpus and config.min_rescale_gain > 0:
         now, then = job_speed(job, snap, job.gpus), job_speed(job, snap, target)
         gain = then / now - 1 if now > 0 else float("inf")
         if gain < config.min_rescale_gain:

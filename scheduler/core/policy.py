@@ -4,6 +4,11 @@ A policy maps a ``ClusterSnapshot`` (and the state it returned last round) to a 
 per job. It never reads a clock, never mutates its inputs, keeps no memory on ``self``
 (the next round may run in another worker) and is deterministic for the same input.
 Configuration, such as Tiresias' queue thresholds, is passed to the constructor.
+
+A policy whose own objective charges for restarts (Pollux's re-allocation factor) sets
+the optional class attribute ``prices_restarts = True``: the round then skips its
+small-gain hysteresis for it, which would count the same cost twice. The per-job cap on
+rescales per hour still applies.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ class SimConfig:
     speed_factor: float = 1.0  # throughput multiplier, e.g. from a power cap (telemetry/power.py)
     cycle: CycleConfig = field(default_factory=CycleConfig)
     horizon: float | None = None  # stop here even if jobs remain
+    charge_first_start: bool = False  # also charge the restart delay on a job's first start (Pollux's simulator does)
 
     def __post_init__(self) -> None:
         if self.round_seconds <= 0 or self.restart_seconds < 0:
@@ -215,7 +216,7 @@ class _Engine:
         anything_runs = any(run.gpus for run in self.active.values())
         if not self.policy.event_driven and (anything_runs or self.next_arrival < len(self.arrivals)):
             self._request_decision(self.now + self.config.round_seconds)
-        if result.wake_at is not None:
+        if result.wake_at is not None and math.isfinite(result.wake_at):
             self._request_decision(max(result.wake_at, self.now + self.config.round_seconds))
 
     def _snapshot(self) -> ClusterSnapshot:
@@ -247,8 +248,8 @@ class _Engine:
         if decision.action == Action.PREEMPT:
             run.preemptions += 1
             return
-        resumed = decision.action == Action.START and run.start_time is not None
-        restart = decision.action == Action.RESCALE or resumed
+        started = decision.action == Action.START and (run.start_time is not None or self.config.charge_first_start)
+        restart = decision.action == Action.RESCALE or started
         if decision.action == Action.RESCALE:
             run.rescales += 1
         if restart:

@@ -39,6 +39,7 @@ class Scenario:
     gpu_type: str = "t4"
     round_seconds: float = 60.0
     restart_seconds: float = 30.0
+    charge_first_start: bool = False
     power_cap_fraction: float = 1.0
     load_factor: float = 1.0  # 2.0 = the same jobs arriving twice as fast
     seed: int = 0
@@ -82,7 +83,8 @@ def run_scenario(
     power = (power or PowerModel()).at_cap(scenario.power_cap_fraction)
     nodes, tenants = cluster_for(scenario, traces_dir)
     config = SimConfig(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
-                       speed_factor=power.throughput_factor, cycle=cycle or CycleConfig())
+                       speed_factor=power.throughput_factor, cycle=cycle or CycleConfig(),
+                       charge_first_start=scenario.charge_first_start)
     result = simulate(workload_for(scenario, elastic), nodes, policy, tenants=tenants, profiles=FITTED_PROFILES,
                       config=config, on_progress=on_progress)
     result = dataclasses.replace(result, power_cap_fraction=scenario.power_cap_fraction)

@@ -17,6 +17,9 @@ from .runner import Scenario, run_scenario
 POLICIES = ("pollux", "tiresias", "optimus")
 LOADS = ("0.5", "1.0", "1.5", "2.0")
 WORKLOADS = tuple(range(1, 9))
+REFERENCE_POLICY_CONFIG: dict[str, dict[str, object]] = {
+    "tiresias": {"thresholds": (16 * 3600.0,), "starvation_factor": float("inf")},
+}
 
 
 @dataclass(frozen=True)
@@ -26,8 +29,12 @@ class Case:
     workload: int
 
     def scenario(self, traces_dir: Path) -> Scenario:
+        """The case as the Pollux artifact ran it (REFERENCE-SETUP.md): every start costs 30 s, and
+        Tiresias has two queues split at 16 GPU-hours and no starvation guard."""
         trace = traces_dir / "pollux" / f"workloads-{self.load}" / f"workload-{self.workload}.csv"
-        return Scenario(trace=str(trace), policy=self.policy, preset="pollux-t4")
+        config = REFERENCE_POLICY_CONFIG.get(self.policy, {})
+        return Scenario(trace=str(trace), policy=self.policy, preset="pollux-t4", charge_first_start=True,
+                        policy_config=config)
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,7 @@ MAX_MOVES = 20_000
 class PolluxPolicy:
     name: ClassVar[str] = "pollux"
     event_driven: ClassVar[bool] = False
+    prices_restarts: ClassVar[bool] = True  # REALLOC_FACTOR: no extra hysteresis in the round
     restart_seconds: float = 30.0  # δ: how long one re-allocation stalls a job
     p: float = -1.0  # power-mean exponent; more negative is fairer
 

@@ -1,0 +1,315 @@
+"""What-if runs and sweeps: validate a scenario, store it, replay it through the simulator, compare.
+
+The only place that writes what-if rows. Bad input raises ``ValidationError`` naming the
+field and writes nothing. ``execute_run`` claims its run with a conditional update, so a
+redelivered task returns early; it never raises for a failing simulation but stores the
+error on the run. ``launch_run`` and ``launch_sweep`` enqueue the Celery tasks of
+``scheduler/tasks.py`` by name after the transaction commits, through the Celery app
+given (the project's by default).
+
+Relative trace paths are read under ``settings.TRACES_DIR``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from itertools import product
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+from celery import Celery, chord
+from celery.utils import uuid
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from cluster_ops.celery import app as project_celery_app
+from scheduler.core.policy import UnknownPolicy, get_policy
+from scheduler.sim.presets import PRESET_LOADERS
+from scheduler.sim.runner import Scenario, run_scenario
+from scheduler.sim.trace_formats import FORMATS
+from telemetry.power import DEFAULT_SPECS
+
+from .models import WhatIfRun, WhatIfStatus, WhatIfSweep
+
+logger = logging.getLogger(__name__)
+
+Actor = User | AnonymousUser | None
+RUN_TASK = "scheduler.run_whatif"
+FINISH_SWEEP_TASK = "scheduler.finish_sweep"
+PROGRESS_STEP = 0.05  # write progress when it moved this much ...
+PROGRESS_INTERVAL_S = 1.0  # ... or when it moved at all and this long has passed since the last write
+
+# Inclusive bounds of a scenario's numbers; wide enough for any real cluster, narrow enough to refuse typos.
+LIMITS: Mapping[str, tuple[float, float]] = {
+    "nodes": (1, 10_000), "gpus_per_node": (1, 64), "round_seconds": (1, 86_400), "restart_seconds": (0, 86_400),
+    "power_cap_fraction": (0.1, 1.0), "load_factor": (0.01, 100.0), "seed": (0, 2**31 - 1),
+    "max_jobs": (1, 10_000_000),
+}
+INTEGER_FIELDS = frozenset({"nodes", "gpus_per_node", "seed", "max_jobs"})
+SWEEP_AXES = {"policy": "policies", "power_cap_fraction": "power_caps", "load_factor": "load_factors"}
+# Metrics a sweep compares, and which way is better.
+METRICS: Mapping[str, str] = {
+    "completed": "max", "avg_jct_s": "min", "p99_jct_s": "min", "makespan_s": "min", "avg_queue_s": "min",
+    "utilization": "max", "jain": "max", "ftf_p99": "min", "rescales": "min", "energy_kwh": "min",
+    "co2_kg": "min", "cost": "min",
+}
+PARAMETERS = ("policy", "power_cap_fraction", "load_factor")
+
+
+# --- scenarios ------------------------------------------------------------------------
+
+
+def trace_path(trace: str) -> Path:
+    """Where a scenario's trace is read from: an absolute path as is, a relative one under TRACES_DIR."""
+    path = Path(trace)
+    return path if path.is_absolute() else Path(settings.TRACES_DIR) / path
+
+
+def validate_scenario(scenario: Scenario) -> None:
+    """Raise ``ValidationError`` keyed by field for everything wrong with ``scenario``."""
+    errors = {**_number_errors(scenario.as_dict()), **_policy_errors(scenario), **_setting_errors(scenario)}
+    if not isinstance(scenario.trace, str) or not trace_path(scenario.trace).is_file():
+        errors["trace"] = f"No trace file at {scenario.trace!r} (relative paths are read under TRACES_DIR)."
+    if errors:
+        raise ValidationError(errors)
+
+
+def scenario_from_dict(data: Mapping[str, Any]) -> Scenario:
+    """The ``Scenario`` stored as ``data`` (``Scenario.as_dict()``); ``ValidationError`` naming the field if bad."""
+    known = {f.name for f in dataclasses.fields(Scenario)}
+    errors = {name: "Not a scenario field." for name in data if name not in known}
+    errors |= _number_errors(data)
+    if "trace" not in data:
+        errors["trace"] = "A scenario needs a trace."
+    if errors:
+        raise ValidationError(errors)
+    return Scenario(**data)
+
+
+def _number_errors(values: Mapping[str, Any]) -> dict[str, str]:
+    errors = {}
+    for name, (low, high) in LIMITS.items():
+        value = values.get(name)
+        if value is None and name == "max_jobs":
+            continue
+        kind = int if name in INTEGER_FIELDS else (int, float)
+        if not isinstance(value, kind) or isinstance(value, bool) or not math.isfinite(value):
+            errors[name] = f"Expected {'an integer' if kind is int else 'a number'}, got {value!r}."
+        elif not low <= value <= high:
+            errors[name] = f"Must be between {low:g} and {high:g}, got {value!r}."
+    return errors
+
+
+def _policy_errors(scenario: Scenario) -> dict[str, str]:
+    try:
+        json.dumps(dict(scenario.policy_config))
+        get_policy(scenario.policy, **scenario.policy_config)
+    except UnknownPolicy as error:
+        return {"policy": str(error)}
+    except (TypeError, ValueError) as error:
+        return {"policy_config": f"Not a valid configuration of {scenario.policy!r}: {error}"}
+    return {}
+
+
+def _setting_errors(scenario: Scenario) -> dict[str, str]:
+    errors = {}
+    if scenario.format not in FORMATS:
+        errors["format"] = f"Unknown trace format {scenario.format!r}; expected one of {', '.join(FORMATS)}."
+    if scenario.preset is not None and scenario.preset not in PRESET_LOADERS:
+        errors["preset"] = f"Unknown cluster preset {scenario.preset!r}; expected one of {', '.join(PRESET_LOADERS)}."
+    if scenario.preset is None and scenario.gpu_type not in DEFAULT_SPECS:
+        errors["gpu_type"] = f"Unknown GPU type {scenario.gpu_type!r}; expected one of {', '.join(DEFAULT_SPECS)}."
+    if scenario.elastic not in (None, True, False):
+        errors["elastic"] = "Expected true, false or empty (the policy decides)."
+    return errors
+
+
+# --- runs -----------------------------------------------------------------------------
+
+
+def create_run(scenario: Scenario, user: Actor = None) -> WhatIfRun:
+    """A queued run of ``scenario``, validated first; launch it with ``launch_run``."""
+    validate_scenario(scenario)
+    return WhatIfRun.objects.create(scenario=scenario.as_dict(), created_by=_user(user))
+
+
+def rerun(run: WhatIfRun, user: Actor = None, app: Celery | None = None) -> WhatIfRun:
+    """A new run of ``run``'s scenario (outside any sweep), launched after commit."""
+    again = create_run(scenario_from_dict(run.scenario), user)
+    launch_run(again, app)
+    return again
+
+
+def execute_run(run_id: int) -> bool:
+    """Simulate the queued run ``run_id`` and store its summary or its error; False if it was not queued."""
+    if not _claim(run_id):
+        return False
+    try:
+        stored = scenario_from_dict(WhatIfRun.objects.values_list("scenario", flat=True).get(pk=run_id))
+        scenario = dataclasses.replace(stored, trace=str(trace_path(stored.trace)))
+        _, summary = run_scenario(scenario, Path(settings.TRACES_DIR), on_progress=ProgressWriter(run_id))
+    except Exception as error:  # any failure of the simulation belongs on the run, not in the worker's log only
+        logger.exception("what-if run %s failed", run_id)
+        _finish(run_id, status=WhatIfStatus.FAILED, error=f"{type(error).__name__}: {error}")
+        return True
+    _finish(run_id, status=WhatIfStatus.SUCCEEDED, summary=summary, progress=1.0)
+    return True
+
+
+def _claim(run_id: int) -> bool:
+    claimed = WhatIfRun.objects.filter(pk=run_id, status=WhatIfStatus.QUEUED).update(
+        status=WhatIfStatus.RUNNING, started_at=timezone.now(), progress=0.0
+    )
+    return claimed == 1
+
+
+def _finish(run_id: int, **fields: Any) -> None:
+    WhatIfRun.objects.filter(pk=run_id, status=WhatIfStatus.RUNNING).update(finished_at=timezone.now(), **fields)
+
+
+class ProgressWriter:
+    """The simulator's ``on_progress``: writes the finished fraction, throttled (``PROGRESS_STEP``/``_INTERVAL_S``)."""
+
+    def __init__(self, run_id: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.run_id, self.clock = run_id, clock
+        self.written, self.written_at = 0.0, clock()
+
+    def __call__(self, finished: int, total: int) -> None:
+        fraction = min(1.0, finished / total) if total else 1.0
+        moved = fraction - self.written
+        if moved <= 0 or (moved < PROGRESS_STEP and self.clock() - self.written_at < PROGRESS_INTERVAL_S):
+            return
+        WhatIfRun.objects.filter(pk=self.run_id, status=WhatIfStatus.RUNNING).update(progress=fraction)
+        self.written, self.written_at = fraction, self.clock()
+
+
+def launch_run(run: WhatIfRun, app: Celery | None = None) -> str:
+    """Enqueue ``run`` on ``app`` once the current transaction commits; returns the Celery task id."""
+    run.celery_task_id = uuid()
+    WhatIfRun.objects.filter(pk=run.pk).update(celery_task_id=run.celery_task_id)
+    signature = _app(app).signature(RUN_TASK, args=(run.pk,), task_id=run.celery_task_id)
+    transaction.on_commit(signature.apply_async)
+    return run.celery_task_id
+
+
+# --- sweeps ---------------------------------------------------------------------------
+
+
+def create_sweep(
+    base: Scenario, policies: Iterable[str], power_caps: Iterable[float], load_factors: Iterable[float],
+    user: Actor = None, name: str = "",
+) -> WhatIfSweep:
+    """A sweep with one queued run per policy × power cap × load factor on ``base``; all or nothing."""
+    scenarios = sweep_scenarios(base, policies, power_caps, load_factors)
+    with transaction.atomic():
+        sweep = WhatIfSweep.objects.create(name=name or f"sweep of {Path(base.trace).name}", created_by=_user(user))
+        WhatIfRun.objects.bulk_create(
+            WhatIfRun(scenario=scenario.as_dict(), sweep=sweep, created_by=sweep.created_by) for scenario in scenarios
+        )
+    return sweep
+
+
+def sweep_scenarios(
+    base: Scenario, policies: Iterable[str], power_caps: Iterable[float], load_factors: Iterable[float]
+) -> list[Scenario]:
+    """Every combination, validated; errors on a varied field are named by its sweep argument (``policies``...)."""
+    axes: dict[str, list[Any]] = {
+        "policies": list(dict.fromkeys(policies)), "power_caps": list(dict.fromkeys(power_caps)),
+        "load_factors": list(dict.fromkeys(load_factors)),
+    }
+    errors = {axis: "Give at least one value." for axis, values in axes.items() if not values}
+    scenarios = []
+    for policy, cap, load in product(*axes.values()):
+        try:
+            scenario = dataclasses.replace(base, policy=policy, power_cap_fraction=cap, load_factor=load)
+            validate_scenario(scenario)
+            scenarios.append(scenario)
+        except (TypeError, ValueError) as error:
+            errors.setdefault("load_factors", str(error))  # Scenario refuses only a load factor ≤ 0 itself
+        except ValidationError as error:
+            errors |= {SWEEP_AXES.get(field, field): "; ".join(msgs) for field, msgs in error.message_dict.items()}
+    if errors:
+        raise ValidationError(errors)
+    return scenarios
+
+
+def launch_sweep(sweep: WhatIfSweep, app: Celery | None = None) -> None:
+    """After commit, run the sweep's queued runs as one Celery chord whose callback fills the comparison."""
+    celery = _app(app)
+    runs = list(sweep.runs.filter(status=WhatIfStatus.QUEUED).order_by("pk"))
+    for run in runs:
+        run.celery_task_id = uuid()
+    with transaction.atomic():
+        WhatIfRun.objects.bulk_update(runs, ["celery_task_id"])
+    header = [celery.signature(RUN_TASK, args=(run.pk,), task_id=run.celery_task_id) for run in runs]
+    finish = celery.signature(FINISH_SWEEP_TASK, args=(sweep.pk,), immutable=True)
+    # A chord needs at least one task before its callback; with nothing left to run, compare straight away.
+    transaction.on_commit(lambda: chord(header, app=celery)(finish) if header else finish.apply_async())
+
+
+def compare_sweep(sweep_id: int) -> dict[str, Any] | None:
+    """Fill the sweep's comparison once all its runs have finished; None (nothing written) before that."""
+    runs = list(WhatIfRun.objects.filter(sweep_id=sweep_id).order_by("pk"))
+    if not runs or not all(run.finished for run in runs):
+        return None
+    comparison = build_comparison(runs)
+    WhatIfSweep.objects.filter(pk=sweep_id).update(comparison=comparison)
+    return comparison
+
+
+def build_comparison(runs: Iterable[WhatIfRun]) -> dict[str, Any]:
+    """One row per run (parameters, status, metrics), the best run per metric overall and per setting.
+
+    A setting is one power cap × load factor: there the policies compete on equal terms.
+    """
+    rows = [_comparison_row(run) for run in runs]
+    settings_ = sorted({(row["power_cap_fraction"], row["load_factor"]) for row in rows})
+    return {
+        "parameters": list(PARAMETERS), "metrics": dict(METRICS), "rows": rows, "best": _best(rows),
+        "best_by_setting": [
+            {"power_cap_fraction": cap, "load_factor": load, "best": _best_policies(rows, cap, load)}
+            for cap, load in settings_
+        ],
+    }
+
+
+def _comparison_row(run: WhatIfRun) -> dict[str, Any]:
+    summary = run.summary or {}
+    return {
+        "run": run.pk, "status": run.status, **{name: run.scenario.get(name) for name in PARAMETERS},
+        **{metric: summary.get(metric) for metric in METRICS}, "error": run.error,
+    }
+
+
+def _best(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any] | None]:
+    """Per metric, the succeeded run with the best value (the earliest run on a tie); None if none has one."""
+    best: dict[str, dict[str, Any] | None] = {}
+    for metric, direction in METRICS.items():
+        scored = [row for row in rows if row["status"] == WhatIfStatus.SUCCEEDED and row[metric] is not None]
+        pick = min if direction == "min" else max
+        winner = pick(scored, key=itemgetter(metric), default=None)
+        best[metric] = winner and {"run": winner["run"], "value": winner[metric],
+                                   **{name: winner[name] for name in PARAMETERS}}
+    return best
+
+
+def _best_policies(rows: list[dict[str, Any]], cap: float, load: float) -> dict[str, str | None]:
+    same_setting = [row for row in rows if (row["power_cap_fraction"], row["load_factor"]) == (cap, load)]
+    return {metric: winner["policy"] if winner else None for metric, winner in _best(same_setting).items()}
+
+
+def _app(app: Celery | None) -> Celery:
+    return project_celery_app if app is None else app
+
+
+def _user(actor: Actor) -> User | None:
+    return actor if isinstance(actor, User) else None
