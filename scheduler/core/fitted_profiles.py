@@ -4,7 +4,7 @@ Do not edit: regenerate. Fitted from the Pollux (OSDI'21, T4) and Sia (SOSP'23, 
 RTX 6000, RTX 2080 Ti) profiles under TRACES_DIR, ``pollux/traces/<app>/`` and
 ``sia/profiles/<app>/`` (see their PROVENANCE.md); each entry names its step-time files.
 Step-time parameters by ``scheduler.core.goodput_fit.fit_perf_params``; M0, the largest
-batch and the noise scale from the application's validation curves. The error in each
+batch and the noise scale from the application's validation curves (φ: the initial-batch curve). The error in each
 comment is the fitted model's relative step-time error on its own rows. Nothing is read
 at import: this is what machines without the traces use.
 """
@@ -18,31 +18,31 @@ FITTED_PROFILES: dict[str, dict[str, GoodputModel]] = {
         # 720 rows; step-time error median 3.6%, p90 15.0%
         "t4": GoodputModel(
             PerfParams(0.221151, 0.058303, 0.219262, 0.0111507, 1.36727, 0.0111507, 2.11106),
-            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=12, noise_scale=4339.75,
+            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=12, noise_scale=773.632,
         ),
         # sia/profiles/bert/placements-azure.csv + scalability-azure.csv
         # 560 rows; step-time error median 13.8%, p90 32.7%
         "v100": GoodputModel(
             PerfParams(0.11182, 0.0193524, 0.389077, 0.0195206, 0.389077, 0.0195206, 1.68293),
-            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=36, noise_scale=4339.75,
+            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=36, noise_scale=773.632,
         ),
         # sia/profiles/bert/placements-dgx-ext.csv + scalability-dgx-ext.csv
         # 396 rows; step-time error median 1.3%, p90 4.4%
         "a100": GoodputModel(
             PerfParams(0.100829, 0.00505374, 0.0926053, 0.00413172, 0.0926053, 0.00413172, 4.21145),
-            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=48, noise_scale=4339.75,
+            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=48, noise_scale=773.632,
         ),
         # sia/profiles/bert/placements-quad.csv + scalability-quad.csv
         # 28 rows; step-time error median 0.8%, p90 3.3%; fixed: alpha_r, beta_r
         "rtx6000": GoodputModel(
             PerfParams(0.126205, 0.021471, 0.35431, 0.0688754, 0.35431, 0.0688754, 2.43112),
-            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=24, noise_scale=4339.75,
+            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=24, noise_scale=773.632,
         ),
         # sia/profiles/bert/placements-rtx.csv + scalability-rtx.csv
         # 320 rows; step-time error median 6.8%, p90 15.6%
         "rtx2080ti": GoodputModel(
             PerfParams(0.267641, 0.0112734, 0.225592, 0.0222199, 0.315191, 0.0222199, 1.0),
-            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=12, noise_scale=4339.75,
+            init_batch_size=12, max_batch_size=384, min_local_bsz=4, max_local_bsz=12, noise_scale=773.632,
         ),
     },
     "cifar10": {
@@ -50,31 +50,31 @@ FITTED_PROFILES: dict[str, dict[str, GoodputModel]] = {
         # 1512 rows; step-time error median 4.2%, p90 15.5%
         "t4": GoodputModel(
             PerfParams(0.00796076, 0.000787929, 0.0448654, 0.00265961, 0.12965, 0.00265961, 2.89468),
-            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=1024, noise_scale=10695.0,
+            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=1024, noise_scale=4890.25,
         ),
         # sia/profiles/cifar10/placements-azure.csv + scalability-azure.csv
         # 711 rows; step-time error median 5.9%, p90 20.7%
         "v100": GoodputModel(
             PerfParams(0.0598402, 0.000175311, 0.101283, 0.000643773, 0.103562, 0.00106505, 5.96917),
-            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=3072, noise_scale=10695.0,
+            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=3072, noise_scale=4890.25,
         ),
         # sia/profiles/cifar10/placements-dgx-ext.csv + scalability-dgx-ext.csv
         # 480 rows; step-time error median 1.6%, p90 5.0%
         "a100": GoodputModel(
             PerfParams(0.0240492, 9.1566e-05, 0.0289402, 0.000482275, 0.0289402, 0.000482275, 9.6548),
-            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=4096, noise_scale=10695.0,
+            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=4096, noise_scale=4890.25,
         ),
         # sia/profiles/cifar10/placements-quad.csv + scalability-quad.csv
         # 52 rows; step-time error median 1.5%, p90 3.4%; fixed: alpha_r, beta_r
         "rtx6000": GoodputModel(
             PerfParams(0.0277623, 0.000254916, 0.0515103, 0.00882259, 0.0515103, 0.00882259, 5.91459),
-            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=2048, noise_scale=10695.0,
+            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=2048, noise_scale=4890.25,
         ),
         # sia/profiles/cifar10/placements-rtx.csv + scalability-rtx.csv
         # 639 rows; step-time error median 2.8%, p90 8.7%
         "rtx2080ti": GoodputModel(
             PerfParams(0.037185, 0.000274776, 0.0788506, 0.0015036, 0.0935297, 0.0015036, 4.59162),
-            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=1024, noise_scale=10695.0,
+            init_batch_size=128, max_batch_size=4096, min_local_bsz=32, max_local_bsz=1024, noise_scale=4890.25,
         ),
     },
     "deepspeech2": {
@@ -82,31 +82,31 @@ FITTED_PROFILES: dict[str, dict[str, GoodputModel]] = {
         # 952 rows; step-time error median 5.7%, p90 14.3%
         "t4": GoodputModel(
             PerfParams(1.45191e-11, 0.033474, 0.561113, 0.00940911, 0.894495, 0.00940911, 3.20635),
-            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=80, noise_scale=26188.1,
+            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=80, noise_scale=21039.9,
         ),
         # sia/profiles/deepspeech2/placements-azure.csv + scalability-azure.csv
         # 434 rows; step-time error median 13.2%, p90 26.4%
         "v100": GoodputModel(
             PerfParams(0.131393, 0.0113006, 0.18922, 0.0186735, 0.18922, 0.0186735, 1.0),
-            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=240, noise_scale=26188.1,
+            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=240, noise_scale=21039.9,
         ),
         # sia/profiles/deepspeech2/placements-dgx-ext.csv + scalability-dgx-ext.csv
         # 304 rows; step-time error median 4.3%, p90 12.4%
         "a100": GoodputModel(
             PerfParams(0.265412, 0.0156979, 0.498658, 0.00795379, 0.535662, 0.00795379, 2.52344),
-            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=320, noise_scale=26188.1,
+            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=320, noise_scale=21039.9,
         ),
         # sia/profiles/deepspeech2/placements-quad.csv + scalability-quad.csv
         # 36 rows; step-time error median 7.5%, p90 15.1%; fixed: alpha_r, beta_r
         "rtx6000": GoodputModel(
             PerfParams(0.1198, 0.0177136, 0.44857, 0.0263489, 0.44857, 0.0263489, 6.83865),
-            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=160, noise_scale=26188.1,
+            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=160, noise_scale=21039.9,
         ),
         # sia/profiles/deepspeech2/placements-rtx.csv + scalability-rtx.csv
         # 393 rows; step-time error median 3.3%, p90 14.1%
         "rtx2080ti": GoodputModel(
             PerfParams(0.0642886, 0.0184931, 0.559367, 0.013244, 0.559367, 0.013244, 2.60071),
-            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=80, noise_scale=26188.1,
+            init_batch_size=20, max_batch_size=640, min_local_bsz=10, max_local_bsz=80, noise_scale=21039.9,
         ),
     },
     "imagenet": {
@@ -114,31 +114,31 @@ FITTED_PROFILES: dict[str, dict[str, GoodputModel]] = {
         # 1152 rows; step-time error median 4.9%, p90 16.5%
         "t4": GoodputModel(
             PerfParams(0.0535509, 0.00462214, 0.103022, 0.00651157, 0.31397, 0.00651157, 2.91243),
-            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=200, noise_scale=26452.8,
+            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=200, noise_scale=11388.2,
         ),
         # sia/profiles/imagenet/placements-azure.csv + scalability-azure.csv
         # 748 rows; step-time error median 22.8%, p90 66.2%
         "v100": GoodputModel(
             PerfParams(0.0919124, 0.00173858, 0.00285523, 0.0169143, 0.00285523, 0.0169143, 1.0),
-            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=600, noise_scale=26452.8,
+            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=600, noise_scale=11388.2,
         ),
         # sia/profiles/imagenet/placements-dgx-ext.csv + scalability-dgx-ext.csv
         # 528 rows; step-time error median 4.1%, p90 12.4%
         "a100": GoodputModel(
             PerfParams(0.0865941, 0.00100539, 0.120435, 0.00108839, 0.120435, 0.00108839, 10.0),
-            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=800, noise_scale=26452.8,
+            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=800, noise_scale=11388.2,
         ),
         # sia/profiles/imagenet/placements-quad.csv + scalability-quad.csv
         # 40 rows; step-time error median 6.7%, p90 20.8%; fixed: alpha_r, beta_r
         "rtx6000": GoodputModel(
             PerfParams(0.101708, 0.00199266, 0.135404, 0.0329101, 0.135404, 0.0329101, 10.0),
-            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=400, noise_scale=26452.8,
+            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=400, noise_scale=11388.2,
         ),
         # sia/profiles/imagenet/placements-rtx.csv + scalability-rtx.csv
         # 472 rows; step-time error median 5.3%, p90 13.0%
         "rtx2080ti": GoodputModel(
             PerfParams(0.12909, 0.00189868, 0.170419, 0.00655061, 0.204098, 0.00655061, 2.86683),
-            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=200, noise_scale=26452.8,
+            init_batch_size=200, max_batch_size=12800, min_local_bsz=20, max_local_bsz=200, noise_scale=11388.2,
         ),
     },
     "ncf": {
@@ -146,31 +146,31 @@ FITTED_PROFILES: dict[str, dict[str, GoodputModel]] = {
         # 2119 rows; step-time error median 6.6%, p90 20.8%
         "t4": GoodputModel(
             PerfParams(0.00705447, 9.185e-07, 0.00322117, 0.000529937, 0.0140437, 0.000529937, 1.0),
-            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=7101890.0,
+            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=12988600.0,
         ),
         # sia/profiles/ncf/placements-azure.csv + scalability-azure.csv
         # 1462 rows; step-time error median 16.6%, p90 41.5%
         "v100": GoodputModel(
             PerfParams(0.123417, 2.32879e-06, 0.0541569, 0.0207241, 0.0541569, 0.0207241, 10.0),
-            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=7101890.0,
+            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=12988600.0,
         ),
         # sia/profiles/ncf/placements-dgx-ext.csv + scalability-dgx-ext.csv
         # 1092 rows; step-time error median 5.1%, p90 14.0%
         "a100": GoodputModel(
             PerfParams(0.00856164, 2.28806e-07, 1.2906e-13, 0.000156233, 8.99566e-13, 0.000156233, 1.0),
-            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=7101890.0,
+            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=12988600.0,
         ),
         # sia/profiles/ncf/placements-quad.csv + scalability-quad.csv
         # 84 rows; step-time error median 3.6%, p90 9.0%; fixed: alpha_r, beta_r
         "rtx6000": GoodputModel(
             PerfParams(0.0129506, 1.33762e-07, 0.00286767, 0.00211733, 0.00286767, 0.00211733, 1.0),
-            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=7101890.0,
+            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=12988600.0,
         ),
         # sia/profiles/ncf/placements-rtx.csv + scalability-rtx.csv
         # 1344 rows; step-time error median 5.0%, p90 13.1%
         "rtx2080ti": GoodputModel(
             PerfParams(0.0165217, 1.80106e-07, 0.00444866, 0.000515574, 0.00698438, 0.000515574, 1.0),
-            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=7101890.0,
+            init_batch_size=256, max_batch_size=32768, min_local_bsz=32, max_local_bsz=32768, noise_scale=12988600.0,
         ),
     },
     "yolov3": {
@@ -178,31 +178,31 @@ FITTED_PROFILES: dict[str, dict[str, GoodputModel]] = {
         # 648 rows; step-time error median 6.7%, p90 20.1%
         "t4": GoodputModel(
             PerfParams(0.203104, 0.0232284, 0.113339, 0.0108857, 0.673132, 0.0108857, 1.0),
-            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=16, noise_scale=571.834,
+            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=16, noise_scale=553.959,
         ),
         # sia/profiles/yolov3/placements-azure.csv + scalability-azure.csv
         # 490 rows; step-time error median 22.4%, p90 48.6%
         "v100": GoodputModel(
             PerfParams(0.105177, 0.0213199, 0.133693, 0.0172989, 0.133693, 0.0172989, 1.0),
-            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=24, noise_scale=571.834,
+            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=24, noise_scale=553.959,
         ),
         # sia/profiles/yolov3/placements-dgx-ext.csv + scalability-dgx-ext.csv
         # 308 rows; step-time error median 24.2%, p90 39.9%
         "a100": GoodputModel(
             PerfParams(0.132107, 0.0231349, 0.178607, 0.0209298, 0.178607, 0.0209298, 1.0),
-            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=32, noise_scale=571.834,
+            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=32, noise_scale=553.959,
         ),
         # sia/profiles/yolov3/placements-quad.csv + scalability-quad.csv
         # 20 rows; step-time error median 9.3%, p90 15.2%; fixed: alpha_r, beta_r
         "rtx6000": GoodputModel(
             PerfParams(0.165861, 0.00998339, 0.0882464, 0.0936386, 0.0882464, 0.0936386, 1.0),
-            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=16, noise_scale=571.834,
+            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=16, noise_scale=553.959,
         ),
         # sia/profiles/yolov3/placements-rtx.csv + scalability-rtx.csv
         # 192 rows; step-time error median 8.6%, p90 19.2%
         "rtx2080ti": GoodputModel(
             PerfParams(0.421875, 0.0209878, 0.11731, 0.00751788, 0.220431, 0.00751788, 1.0),
-            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=8, noise_scale=571.834,
+            init_batch_size=8, max_batch_size=512, min_local_bsz=4, max_local_bsz=8, noise_scale=553.959,
         ),
     },
 }

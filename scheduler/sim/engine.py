@@ -29,6 +29,7 @@ from scheduler.core.policy import Policy
 from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, JobInfo, NodeInfo, PolicyState, TenantInfo
 
+from .powerdown import NodePower, PowerDownConfig
 from .records import JobOutcome, SimulationResult, WorkloadJob
 from .usage import UsageRecorder
 
@@ -43,6 +44,7 @@ class SimConfig:
     cycle: CycleConfig = field(default_factory=CycleConfig)
     horizon: float | None = None  # stop here even if jobs remain
     charge_first_start: bool = False  # also charge the restart delay on a job's first start (Pollux's simulator does)
+    power_down: PowerDownConfig | None = None  # switch idle nodes off (powerdown.py)
 
     def __post_init__(self) -> None:
         if self.round_seconds <= 0 or self.restart_seconds < 0:
@@ -126,12 +128,14 @@ class _Engine:
         self.state: PolicyState | None = None
         self.now, self.next_arrival, self.rounds, self.running = 0.0, 0, 0, 0
         self.decision_at: float | None = None
+        self.power = NodePower(nodes, config.power_down) if config.power_down else None
         self.active_integral, self.integral_at = 0.0, 0.0
 
     # --- the loop ------------------------------------------------------------------
 
     def run(self) -> SimulationResult:
         started = time.perf_counter()
+        self._plan_power()  # an idle cluster starts with its surplus nodes off
         while self._more_to_do():
             when = self._next_event_time()
             if self.config.horizon is not None and when > self.config.horizon:
@@ -204,13 +208,16 @@ class _Engine:
                 self._request_decision(self.now)  # freed GPUs matter only to someone waiting
             if self.on_progress:
                 self.on_progress(len(self.done), len(self.arrivals))
+            self._plan_power()  # the node it ran on may now go down
 
     # --- rounds -----------------------------------------------------------------------
 
     def _decide(self) -> None:
+        self.decision_at = None  # requests made during this round (a node booting) stand
+        self._plan_power()
         snapshot = self._snapshot()
         result = run_cycle(snapshot, self.policy, self.state, self.config.cycle)
-        self.state, self.rounds, self.decision_at = result.state, self.rounds + 1, None
+        self.state, self.rounds = result.state, self.rounds + 1
         for decision in result.changes:
             self._apply(self.active[decision.job_id], decision)
         anything_runs = any(run.gpus for run in self.active.values())
@@ -221,7 +228,20 @@ class _Engine:
 
     def _snapshot(self) -> ClusterSnapshot:
         jobs = tuple(self._info(run) for run in self.active.values())
-        return ClusterSnapshot(self.now, self.nodes, jobs, self.tenants, self.static.profiles)
+        nodes = self.power.view if self.power else self.nodes
+        return ClusterSnapshot(self.now, nodes, jobs, self.tenants, self.static.profiles)
+
+    def _plan_power(self) -> None:
+        """Node power-down what-if: switch nodes on for waiting jobs, idle ones beyond the spares off."""
+        if self.power is None:
+            return
+        busy = {self.node_of[gpu] for run in self.active.values() for gpu in run.gpus}
+        waiting = sum(run.spec.min_gpus for run in self.active.values() if not run.gpus)
+        held = sum(len(run.gpus) for run in self.active.values())
+        for ready in self.power.plan(self.now, busy, waiting, held):
+            self._request_decision(ready)
+        off = set(self.power.off_since)
+        self.usage.off = Counter(self.type_of[gpu.id] for node in self.nodes if node.name in off for gpu in node.gpus)
 
     def _info(self, run: _Run) -> JobInfo:
         if run.gpus:

@@ -20,6 +20,7 @@ from telemetry.power import PowerModel
 
 from .engine import ProgressCallback, SimConfig, simulate
 from .metrics import summarise
+from .powerdown import PowerDownConfig
 from .presets import ClusterPreset, NodeGroup, build_nodes, get_preset
 from .records import SimulationResult, WorkloadJob
 from .trace_formats import load_trace
@@ -40,6 +41,9 @@ class Scenario:
     round_seconds: float = 60.0
     restart_seconds: float = 30.0
     charge_first_start: bool = False
+    power_down_spares: int | None = None  # switch idle nodes off, keeping this many spare (None: never)
+    power_on_seconds: float = 300.0
+    min_off_seconds: float = 600.0
     power_cap_fraction: float = 1.0
     load_factor: float = 1.0  # 2.0 = the same jobs arriving twice as fast
     seed: int = 0
@@ -73,6 +77,12 @@ def workload_for(scenario: Scenario, elastic: bool) -> list[WorkloadJob]:
     return jobs
 
 
+def _power_down(scenario: Scenario) -> PowerDownConfig | None:
+    if scenario.power_down_spares is None:
+        return None
+    return PowerDownConfig(scenario.power_down_spares, scenario.min_off_seconds, scenario.power_on_seconds)
+
+
 def run_scenario(
     scenario: Scenario, traces_dir: Path, *, power: PowerModel | None = None,
     cycle: CycleConfig | None = None, on_progress: ProgressCallback | None = None,
@@ -84,7 +94,7 @@ def run_scenario(
     nodes, tenants = cluster_for(scenario, traces_dir)
     config = SimConfig(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
                        speed_factor=power.throughput_factor, cycle=cycle or CycleConfig(),
-                       charge_first_start=scenario.charge_first_start)
+                       charge_first_start=scenario.charge_first_start, power_down=_power_down(scenario))
     result = simulate(workload_for(scenario, elastic), nodes, policy, tenants=tenants, profiles=FITTED_PROFILES,
                       config=config, on_progress=on_progress)
     result = dataclasses.replace(result, power_cap_fraction=scenario.power_cap_fraction)

@@ -22,6 +22,7 @@ class UsageRecorder:
         self.held: Counter[str] = Counter()
         self.restarting: Counter[str] = Counter()
         self.by_tenant: Counter[str] = Counter()
+        self.off: Counter[str] = Counter()  # GPUs on powered-down nodes (node power-down what-if)
         self._intervals: list[UsageInterval] = []
 
     def hold(self, by_type: Mapping[str, int], tenant: str, restarting: bool) -> None:
@@ -46,8 +47,9 @@ class UsageRecorder:
             return
         busy = +(self.held - self.restarting)
         restarting = +self.restarting
-        idle = self.gpus_by_type - self.held
-        self._append(UsageInterval(start, end, dict(busy), dict(restarting), dict(idle), {}, dict(+self.by_tenant)))
+        idle = self.gpus_by_type - self.held - self.off
+        self._append(UsageInterval(start, end, dict(busy), dict(restarting), dict(idle), dict(+self.off),
+                                   dict(+self.by_tenant)))
 
     def _append(self, interval: UsageInterval) -> None:
         last = self._intervals[-1] if self._intervals else None

@@ -102,3 +102,39 @@ def test_fair_share_time_of_a_lone_job_is_its_time_on_the_whole_cluster() -> Non
 def test_duplicate_job_ids_are_refused() -> None:
     with pytest.raises(ValueError, match="unique"):
         run([rigid("a", 0, 1, 1), rigid("a", 5, 1, 1)])
+
+
+def test_node_power_down_saves_idle_power_and_delays_jobs_that_need_more_nodes() -> None:
+    from scheduler.sim.metrics import summarise
+    from scheduler.sim.powerdown import PowerDownConfig
+
+    jobs = [rigid("small", 0, 2, 3600), rigid("big", 1800, 16, 600)]
+    nodes = cluster(4, 4)  # 16 GPUs: "big" needs every node
+    always_on = simulate(jobs, nodes, get_policy("fifo"), config=SimConfig(round_seconds=1))
+    saving = simulate(jobs, nodes, get_policy("fifo"), config=SimConfig(
+        round_seconds=1, power_down=PowerDownConfig(spare_nodes=1, min_off_seconds=60, power_on_seconds=120)))
+    # The 3 nodes beyond the spare sleep from t=0; "big" arrives at 1,800, they boot for 120 s, and it
+    # still waits for "small" to free the spare node at 3,600: power-down costs it nothing here.
+    assert by_id(always_on)["big"].start_time == 3600
+    assert by_id(saving)["small"].start_time == 0 and by_id(saving)["big"].start_time == 3600
+    off_gpu_seconds = sum(sum(i.off.values()) * i.seconds for i in saving.usage)
+    assert off_gpu_seconds > 12 * 1000  # 3 nodes × 4 GPUs off for most of the first 1,800 s
+    assert summarise(saving).energy_kwh < summarise(always_on).energy_kwh
+
+
+def test_power_on_delay_is_paid_by_a_job_that_needs_a_sleeping_node() -> None:
+    from scheduler.sim.powerdown import PowerDownConfig
+
+    jobs = [rigid("late", 1000, 8, 100)]  # needs 2 of the 4 nodes; all idle nodes sleep from t=0
+    result = simulate(jobs, cluster(4, 4), get_policy("fifo"), config=SimConfig(
+        round_seconds=1, power_down=PowerDownConfig(spare_nodes=1, min_off_seconds=0, power_on_seconds=300)))
+    assert by_id(result)["late"].start_time == 1300  # 1 spare node is not enough: one more boots for 300 s
+
+
+def test_a_node_resting_its_minimum_time_is_booted_as_soon_as_it_may() -> None:
+    from scheduler.sim.powerdown import PowerDownConfig
+
+    jobs = [rigid("first", 0, 4, 100)]  # every node went down at t=0; each must rest 60 s, then boots 120 s
+    result = simulate(jobs, cluster(2, 4), get_policy("fifo"), config=SimConfig(
+        round_seconds=1, power_down=PowerDownConfig(spare_nodes=0, min_off_seconds=60, power_on_seconds=120)))
+    assert by_id(result)["first"].start_time == 180

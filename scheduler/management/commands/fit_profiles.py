@@ -30,7 +30,7 @@ Do not edit: regenerate. Fitted from the Pollux (OSDI'21, T4) and Sia (SOSP'23, 
 RTX 6000, RTX 2080 Ti) profiles under TRACES_DIR, ``pollux/traces/<app>/`` and
 ``sia/profiles/<app>/`` (see their PROVENANCE.md); each entry names its step-time files.
 Step-time parameters by ``scheduler.core.goodput_fit.fit_perf_params``; M0, the largest
-batch and the noise scale from the application's validation curves. The error in each
+batch and the noise scale from the application's validation curves (φ: the initial-batch curve). The error in each
 comment is the fitted model's relative step-time error on its own rows. Nothing is read
 at import: this is what machines without the traces use.
 """

@@ -36,6 +36,10 @@ class Command(BaseCommand):
         parser.add_argument("--round-seconds", type=float, default=60.0)
         parser.add_argument("--restart-seconds", type=float, default=30.0)
         parser.add_argument("--power-cap-fraction", type=float, default=1.0)
+        parser.add_argument("--power-down-spares", type=int,
+                            help="switch idle nodes off, keeping this many spare (Helios CES style)")
+        parser.add_argument("--power-on-seconds", type=float, default=300.0, help="boot time of a switched-off node")
+        parser.add_argument("--min-off-seconds", type=float, default=600.0, help="least time a node stays off")
         parser.add_argument("--load-factor", type=float, default=1.0, help="2.0: the same jobs arrive twice as fast")
         parser.add_argument("--elastic", action="store_true", default=None, help="force elastic job bounds")
         parser.add_argument("--rigid", dest="elastic", action="store_false", help="force rigid replay")
@@ -60,7 +64,8 @@ class Command(BaseCommand):
             gpus_per_node=options["gpus_per_node"], gpu_type=options["gpu_type"],
             round_seconds=options["round_seconds"], restart_seconds=options["restart_seconds"],
             power_cap_fraction=options["power_cap_fraction"], load_factor=options["load_factor"],
-            seed=options["seed"], max_jobs=options["max_jobs"],
+            seed=options["seed"], max_jobs=options["max_jobs"], power_down_spares=options["power_down_spares"],
+            power_on_seconds=options["power_on_seconds"], min_off_seconds=options["min_off_seconds"],
         )
 
 
