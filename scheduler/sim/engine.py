@@ -204,8 +204,8 @@ class _Engine:
             run.progress, run.finish_time = run.spec.total_work, self.now
             del self.active[job_id]
             self.done.append(run)
-            if not self.policy.event_driven or self.running < len(self.active):
-                self._request_decision(self.now)  # freed GPUs matter only to someone waiting
+            if not self.policy.event_driven or self._someone_could_use_gpus():
+                self._request_decision(self.now)
             if self.on_progress:
                 self.on_progress(len(self.done), len(self.arrivals))
             self._plan_power()  # the node it ran on may now go down
@@ -223,8 +223,19 @@ class _Engine:
         anything_runs = any(run.gpus for run in self.active.values())
         if not self.policy.event_driven and (anything_runs or self.next_arrival < len(self.arrivals)):
             self._request_decision(self.now + self.config.round_seconds)
-        if result.wake_at is not None and math.isfinite(result.wake_at):
+        if result.wake_at is not None and math.isfinite(result.wake_at) and self._someone_could_use_gpus():
             self._request_decision(max(result.wake_at, self.now + self.config.round_seconds))
+
+    def _someone_could_use_gpus(self) -> bool:
+        """Whether an event-driven policy could decide anything new: a job waits, or a running one could grow.
+
+        Otherwise freed GPUs and queue timers change nothing (no one to start, preempt for, or grow), and
+        skipping those rounds is what keeps a lightly loaded 82,000-job trace fast. A later arrival brings
+        its own round.
+        """
+        if self.running < len(self.active):
+            return True
+        return any(len(run.gpus) < run.spec.max_gpus for run in self.active.values())
 
     def _snapshot(self) -> ClusterSnapshot:
         jobs = tuple(self._info(run) for run in self.active.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -67,3 +67,13 @@ def redis_celery_app(redis_url: str) -> Iterator[Celery]:
 @pytest.fixture
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    """Poll ``condition`` every 0.2 s until it holds (True) or ``seconds`` pass (False)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False

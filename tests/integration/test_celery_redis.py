@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from celery import Celery
@@ -14,6 +13,8 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from cluster_ops.models import Heartbeat
 from cluster_ops.services import HEARTBEAT_TASK
+
+from .conftest import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -48,12 +49,3 @@ def run_closing_connections(target) -> None:  # type: ignore[no-untyped-def]
         target()
     finally:
         connections.close_all()
-
-
-def wait_until(condition, seconds: float) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False

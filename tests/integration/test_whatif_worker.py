@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,8 @@ from celery.contrib.testing.worker import start_worker
 from scheduler import whatif
 from scheduler.models import WhatIfStatus, WhatIfSweep
 from scheduler.sim.runner import Scenario
+
+from .conftest import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -36,12 +36,3 @@ def test_a_worker_runs_a_sweep_sent_through_redis_and_fills_the_comparison(redis
     assert sweep.comparison["best"]["avg_jct_s"]["policy"] in {"fifo", "pollux"}
     task_ids = {redis_celery_app.AsyncResult(run.celery_task_id).state for run in runs}
     assert task_ids == {"SUCCESS"}  # the ids stored on the runs are the tasks the worker ran
-
-
-def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return False
