@@ -220,8 +220,7 @@ class _Engine:
         self.state, self.rounds = result.state, self.rounds + 1
         for decision in result.changes:
             self._apply(self.active[decision.job_id], decision)
-        anything_runs = any(run.gpus for run in self.active.values())
-        if not self.policy.event_driven and (anything_runs or self.next_arrival < len(self.arrivals)):
+        if not self.policy.event_driven and (self.running > 0 or self.next_arrival < len(self.arrivals)):
             self._request_decision(self.now + self.config.round_seconds)
         if result.wake_at is not None and math.isfinite(result.wake_at) and self._someone_could_use_gpus():
             self._request_decision(max(result.wake_at, self.now + self.config.round_seconds))
