@@ -204,6 +204,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 HEARTBEAT_SECONDS = envint("HEARTBEAT_SECONDS", 30, minimum=1)
+# A what-if run whose worker has not written progress for this long is taken over by the
+# redelivered task (the worker was killed mid-run).
+WHATIF_LEASE_SECONDS = envint("WHATIF_LEASE_SECONDS", 600, minimum=1)
 
 # --- The product --------------------------------------------------------------------
 TRACES_DIR = Path(envstr("TRACES_DIR", str(BASE_DIR.parent / "shared" / "traces")))

@@ -319,6 +319,9 @@ class WhatIfRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="last sign of life of the worker running it; a stale one is taken over"
+    )
     celery_task_id = models.CharField(max_length=255, blank=True)
 
     class Meta:

@@ -18,6 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
 from itertools import product
 from operator import itemgetter
 from pathlib import Path
@@ -29,6 +30,7 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from cluster_ops.celery import app as project_celery_app
@@ -166,10 +168,15 @@ def execute_run(run_id: int) -> bool:
 
 
 def _claim(run_id: int) -> bool:
-    claimed = WhatIfRun.objects.filter(pk=run_id, status=WhatIfStatus.QUEUED).update(
-        status=WhatIfStatus.RUNNING, started_at=timezone.now(), progress=0.0
-    )
-    return claimed == 1
+    """Take the run if it is queued, or running under a worker that stopped beating (killed mid-run).
+
+    The task is acknowledged late, so a killed worker's task is delivered again; the lease
+    (``WHATIF_LEASE_SECONDS``) tells a dead worker's run from a live one's.
+    """
+    now = timezone.now()
+    stale = Q(status=WhatIfStatus.RUNNING, heartbeat_at__lt=now - timedelta(seconds=settings.WHATIF_LEASE_SECONDS))
+    claimable = WhatIfRun.objects.filter(Q(status=WhatIfStatus.QUEUED) | stale, pk=run_id)
+    return claimable.update(status=WhatIfStatus.RUNNING, started_at=now, heartbeat_at=now, progress=0.0) == 1
 
 
 def _finish(run_id: int, **fields: Any) -> None:
@@ -188,7 +195,9 @@ class ProgressWriter:
         moved = fraction - self.written
         if moved <= 0 or (moved < PROGRESS_STEP and self.clock() - self.written_at < PROGRESS_INTERVAL_S):
             return
-        WhatIfRun.objects.filter(pk=self.run_id, status=WhatIfStatus.RUNNING).update(progress=fraction)
+        WhatIfRun.objects.filter(pk=self.run_id, status=WhatIfStatus.RUNNING).update(
+            progress=fraction, heartbeat_at=timezone.now()
+        )
         self.written, self.written_at = fraction, self.clock()
 
 

@@ -304,3 +304,20 @@ def test_run_again_creates_a_new_run_of_the_same_scenario(operator_client: Clien
     again = WhatIfRun.objects.exclude(pk=run.pk).get()
     assert again.scenario == run.scenario and again.status == WhatIfStatus.QUEUED and again.celery_task_id
     assert again.created_by is not None and again.created_by.username == "operator"
+
+
+def test_a_run_left_running_by_a_killed_worker_is_taken_over(db: None, fixtures_dir, settings) -> None:  # type: ignore[no-untyped-def]
+    """The redelivered task takes over a run whose worker stopped beating; a live one is left alone."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    trace = fixtures_dir / "traces" / "native" / "workload.csv"
+    run = whatif.create_run(Scenario(trace=str(trace), policy="fifo", nodes=2, gpus_per_node=8, gpu_type="a100"), None)
+    settings.WHATIF_LEASE_SECONDS = 600
+    WhatIfRun.objects.filter(pk=run.pk).update(status=WhatIfStatus.RUNNING, heartbeat_at=timezone.now())
+    assert whatif.execute_run(run.pk) is False  # its worker is alive
+    WhatIfRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=601))
+    assert whatif.execute_run(run.pk) is True
+    run.refresh_from_db()
+    assert run.status == WhatIfStatus.SUCCEEDED and run.summary["completed"] == 3
