@@ -1,0 +1,6 @@
+"""Django admin for operators: the queue, the inventory, the audit trail and what-if runs.
+
+Importing the package registers every page (Django's admin autodiscovery imports it).
+"""
+
+from . import audit, inventory, jobs, whatif  # noqa: F401

@@ -1,0 +1,36 @@
+"""Shared pieces of the admin pages: status badges and read-only inlines."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.http import HttpRequest
+from django.utils.html import format_html
+
+from ..models import (
+    GpuHealth,
+    JobState,
+)
+
+HEALTH_COLOURS: dict[str, str] = {GpuHealth.OK: "#027a48", GpuHealth.DEGRADED: "#b54708", GpuHealth.LOST: "#b42318"}
+STATE_COLOURS: dict[str, str] = {
+    JobState.PENDING: "#52606d", JobState.RUNNING: "#027a48", JobState.RESCALING: "#1570ef",
+    JobState.PREEMPTED: "#b54708", JobState.SUCCEEDED: "#3e4c59", JobState.FAILED: "#b42318",
+    JobState.CANCELLED: "#9aa5b1",
+}
+
+
+def badge(text: str, colour: str) -> str:
+    return format_html(
+        '<span style="background:{};color:#fff;border-radius:.6em;padding:.1em .6em">{}</span>', colour, text
+    )
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -1,0 +1,171 @@
+"""The job queue in admin: filters, inlines, and actions that call ``scheduler.services``.
+
+The admin never changes a job's state itself.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
+from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from .. import services
+from ..models import (
+    Allocation,
+    Job,
+    Node,
+    RescaleEvent,
+)
+from .common import STATE_COLOURS, ReadOnlyInline, badge
+
+
+class AllocationInline(ReadOnlyInline):
+    model = Allocation
+    fields = readonly_fields = ("gpu", "started_at", "ended_at")
+    verbose_name_plural = "allocation history"
+
+
+class RescaleEventInline(ReadOnlyInline):
+    model = RescaleEvent
+    fields = readonly_fields = ("at", "kind", "from_gpus", "to_gpus", "reason", "actor", "round")
+    verbose_name_plural = "rescale events"
+
+
+class RunningOnNodeFilter(admin.SimpleListFilter):
+    title = "node"
+    parameter_name = "node"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [(str(pk), hostname) for pk, hostname in Node.objects.values_list("pk", "hostname")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        if not self.value():
+            return queryset
+        on_node = Q(allocations__gpu__node_id=self.value(), allocations__ended_at__isnull=True)
+        return queryset.filter(on_node).distinct()
+
+
+class PriorityForm(forms.Form):
+    priority = forms.IntegerField(help_text="higher runs first where the policy honours priority")
+
+
+class GpuBoundsForm(forms.Form):
+    min_gpus = forms.IntegerField(min_value=1, label="Min GPUs")
+    max_gpus = forms.IntegerField(min_value=1, label="Max GPUs")
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        if data.get("min_gpus") and data.get("max_gpus") and data["max_gpus"] < data["min_gpus"]:
+            self.add_error("max_gpus", "Max GPUs must be at least min GPUs.")
+        return data
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = (
+        "id", "name", "tenant", "state_badge", "gpus_held", "gpu_range", "priority", "progress_pct",
+        "submitted_at",
+    )
+    list_display_links = ("id", "name")
+    list_filter = ("state", "tenant", RunningOnNodeFilter)
+    search_fields = ("name", "tenant__name", "owner__username", "workload_profile")
+    date_hierarchy = "submitted_at"
+    list_select_related = ("tenant",)
+    inlines = (AllocationInline, RescaleEventInline)
+    actions = ("cancel_jobs", "requeue_jobs", "change_priority", "change_gpu_bounds")
+    readonly_fields = (
+        "state", "submitted_at", "started_at", "finished_at", "progress", "attained_gpu_seconds",
+        "restarts", "last_throughput", "last_grad_noise_scale",
+    )
+    fieldsets = (
+        (None, {"fields": ("name", "tenant", "owner", "workload_profile", "total_work")}),
+        ("Scheduling", {"fields": ("min_gpus", "max_gpus", "priority")}),
+        ("Status", {"fields": readonly_fields}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        open_allocations = Count("allocations", filter=Q(allocations__ended_at__isnull=True))
+        return super().get_queryset(request).annotate(held=open_allocations)
+
+    @admin.display(description="state", ordering="state")
+    def state_badge(self, job: Job) -> str:
+        return badge(job.state, STATE_COLOURS[job.state])
+
+    @admin.display(description="GPUs held", ordering="held")
+    def gpus_held(self, job: Job) -> int:
+        return job.held  # type: ignore[attr-defined]
+
+    @admin.display(description="GPU range")
+    def gpu_range(self, job: Job) -> str:
+        return f"{job.min_gpus}..{job.max_gpus}" if job.elastic else str(job.min_gpus)
+
+    @admin.display(description="progress")
+    def progress_pct(self, job: Job) -> str:
+        return f"{100 * job.progress / job.total_work:.0f}%" if job.total_work else "–"
+
+    def save_model(self, request: HttpRequest, obj: Job, form: forms.ModelForm, change: bool) -> None:
+        if not change:
+            obj.pk = services.submit_job(
+                tenant=obj.tenant, name=obj.name, workload_profile=obj.workload_profile,
+                total_work=obj.total_work, min_gpus=obj.min_gpus, max_gpus=obj.max_gpus,
+                priority=obj.priority, owner=obj.owner or request.user,
+            ).pk
+            return
+        services.set_gpu_bounds(obj, obj.min_gpus, obj.max_gpus, actor=request.user)
+        services.set_priority(obj, obj.priority, actor=request.user)
+        changed = set(form.changed_data) - {"min_gpus", "max_gpus", "priority"}
+        if changed:
+            obj.save(update_fields=sorted(changed))
+
+    @admin.action(description="Cancel selected jobs")
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._apply(request, queryset, lambda job: services.cancel_job(job, actor=request.user), "cancelled")
+
+    @admin.action(description="Requeue selected jobs")
+    def requeue_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._apply(request, queryset, lambda job: services.requeue_job(job, actor=request.user), "requeued")
+
+    @admin.action(description="Change priority of selected jobs")
+    def change_priority(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+        form = PriorityForm(request.POST if "apply" in request.POST else None)
+        if not form.is_valid():
+            return self._action_form(request, queryset, form, "change_priority", "Change priority")
+        priority = form.cleaned_data["priority"]
+        self._apply(request, queryset, lambda job: services.set_priority(job, priority, actor=request.user),
+                    f"given priority {priority}")
+        return None
+
+    @admin.action(description="Change GPU bounds of selected jobs")
+    def change_gpu_bounds(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
+        form = GpuBoundsForm(request.POST if "apply" in request.POST else None)
+        if not form.is_valid():
+            return self._action_form(request, queryset, form, "change_gpu_bounds", "Change GPU bounds")
+        low, high = form.cleaned_data["min_gpus"], form.cleaned_data["max_gpus"]
+        self._apply(request, queryset,
+                    lambda job: services.set_gpu_bounds(job, low, high, actor=request.user),
+                    f"given GPU bounds {low}..{high}")
+        return None
+
+    def _apply(self, request: HttpRequest, queryset: QuerySet[Job], verb, done: str) -> None:
+        """Run ``verb`` per job; a job that refuses is named with the reason, the rest proceed."""
+        succeeded = 0
+        for job in queryset:
+            try:
+                verb(job)
+                succeeded += 1
+            except ValidationError as error:
+                self.message_user(request, f"{job}: {'; '.join(error.messages)}", messages.ERROR)
+        if succeeded:
+            self.message_user(request, f"{succeeded} job(s) {done}.", messages.SUCCESS)
+
+    def _action_form(
+        self, request: HttpRequest, queryset: QuerySet[Job], form: forms.Form, action: str, title: str
+    ) -> TemplateResponse:
+        context = {
+            **self.admin_site.each_context(request), "title": title, "form": form, "action": action,
+            "jobs": queryset, "opts": self.model._meta,
+        }
+        return TemplateResponse(request, "admin/scheduler/job/action_form.html", context)
