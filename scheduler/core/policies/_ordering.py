@@ -11,7 +11,8 @@ per distinct kind of job rather than per job.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from operator import attrgetter
 
 from numpy.typing import NDArray
 
@@ -22,9 +23,9 @@ from ..types import ClusterSnapshot, JobInfo
 Grants = tuple[dict[str, int], dict[str, str]]
 
 
-def arrival_key(job: JobInfo) -> tuple[float, str]:
-    """Arrival order with an explicit tie-break: earlier submit first, then job id."""
-    return (job.submit_time, job.id)
+# Arrival order with an explicit tie-break: earlier submit first, then job id. A C-level
+# getter (the same tuple a function would build): it is the sort key of every FIFO round.
+arrival_key: Callable[[JobInfo], tuple[float, str]] = attrgetter("submit_time", "id")
 
 
 def gpus_text(job: JobInfo, count: int | float) -> str:
@@ -61,31 +62,67 @@ def grant_in_order(
     Without backfilling the first job that does not fit blocks every job behind it. A job
     that could not run even on an empty cluster never blocks anyone. ``ahead`` names the
     jobs in front ("earlier", "shorter") in the reasons.
+
+    Hot path (one call per job per round in the simulator): instead of asking ``capacity``
+    job by job, it keeps exact running totals of what it hands out and books them on
+    ``capacity`` at the end, leaving the ledger as job-by-job ``take`` calls would. A typed
+    job draws from its type and from the total, an untyped one from the total only, so what
+    a job could still get is min(its type's free GPUs at the start less what this call gave
+    that type, the total free at the start less all this call gave); the first term needs
+    only ``capacity.free_for`` once per type (min(typed, total) there is exact, since no
+    type can lose more than the total does).
     """
     cluster = Capacity(snap)
     allocations: dict[str, int] = {}
     reasons: dict[str, str] = {}
     ahead_of_it = 0  # schedulable jobs before this one in the order, started or waiting
     blocked = False
+    total_at_start = total_free = capacity.total_free  # counts down as this call hands out GPUs
+    typed_at_start: dict[str, int] = {}  # GPU type → free GPUs of that type when first met
+    typed_free: dict[str, int] = {}  # GPU type → free GPUs of that type, counting down likewise
+    empty_free: dict[str | None, int] = {}  # GPU type (None: any) → usable on the empty cluster
+    sample: dict[str | None, JobInfo] = {}  # GPU type → a job of it, to book its GPUs on ``capacity``
     for job in order:
-        impossible = unschedulable(cluster, job)
-        if not blocked and impossible is None and capacity.fits(job, job.min_gpus):
-            capacity.take(job, job.min_gpus)
-            allocations[job.id] = job.min_gpus
-            note = resize_note(job, job.min_gpus, "this policy runs every job at its min_gpus")
+        gpu_type = job.gpu_type
+        need = job.min_gpus
+        usable = empty_free.get(gpu_type)
+        if usable is None:
+            usable = empty_free[gpu_type] = cluster.free_for(job)
+            sample[gpu_type] = job
+            if gpu_type is not None:
+                typed_at_start[gpu_type] = typed_free[gpu_type] = capacity.free_for(job)
+        free = total_free if gpu_type is None else min(typed_free[gpu_type], total_free)
+        if need > usable:  # could not run even on an empty cluster: blocks nobody
+            allocations[job.id] = 0
+            reasons[job.id] = f"unschedulable: needs {gpus_text(job, need)}, the cluster has {usable} usable"
+            continue
+        if not blocked and need <= free:
+            total_free -= need
+            if gpu_type is not None:
+                typed_free[gpu_type] -= need
+            allocations[job.id] = need
+            placement = job.placement
+            if placement and len(placement) != need:
+                note = resize_note(job, need, "this policy runs every job at its min_gpus")
+                if note:
+                    reasons[job.id] = note
         else:
             allocations[job.id] = 0
-            note = impossible or waiting_reason(job, capacity, ahead_of_it, ahead, blocked)
-            blocked = blocked or (impossible is None and not backfill)
-        ahead_of_it += 0 if impossible else 1
-        if note:
-            reasons[job.id] = note
+            reasons[job.id] = _waiting_text(job, free, ahead_of_it, ahead, blocked)
+            blocked = blocked or not backfill
+        ahead_of_it += 1
+    untyped = total_at_start - total_free
+    for gpu_type, left in typed_free.items():
+        if typed_at_start[gpu_type] > left:
+            capacity.take(sample[gpu_type], typed_at_start[gpu_type] - left)
+            untyped -= typed_at_start[gpu_type] - left
+    if untyped:
+        capacity.take(sample[None], untyped)
     return allocations, reasons
 
 
-def waiting_reason(job: JobInfo, capacity: Capacity, before: int, ahead: str, blocked: bool) -> str:
+def _waiting_text(job: JobInfo, free: int, before: int, ahead: str, blocked: bool) -> str:
     verb = "preempted" if job.running else "waiting"
-    free = capacity.free_for(job)
     queue = f"{plural(before, ahead + ' job')} ahead" if before else "first in line"
     if blocked and job.min_gpus <= free:
         return f"{verb}: {gpus_text(job, job.min_gpus)} would fit ({free} free) but {queue} (no backfilling)"

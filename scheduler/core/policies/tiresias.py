@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..capacity import Capacity
@@ -46,12 +46,15 @@ DEFAULT_THRESHOLDS = (3250.0, 7200.0)  # GPU-seconds
 EPSILON = 1e-6  # GPU-seconds/seconds: absorbs float drift when the simulator wakes us exactly on time
 
 
-@dataclass(frozen=True)
-class Memory:
-    """What the policy remembers of one job between rounds."""
+@dataclass
+class _Levels:
+    """Per job, in snapshot order: where it stands in the queues this round."""
 
-    base: float = 0.0  # attained GPU-seconds at its last promotion
-    waiting_since: float | None = None  # since when this policy has kept it waiting
+    bases: list[float] = field(default_factory=list)  # attained GPU-seconds at its last promotion
+    waits: list[float | None] = field(default_factory=list)  # since when this policy kept it waiting
+    services: list[float] = field(default_factory=list)  # attained since its last promotion
+    queues: list[int] = field(default_factory=list)
+    promoted: set[str] = field(default_factory=set)  # by the starvation guard, this round
 
 
 @register
@@ -68,86 +71,76 @@ class TiresiasPolicy:
         self.starvation_factor = float(starvation_factor)
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
-        memory = {job.id: recall(state, job) for job in snap.jobs}
-        promoted = {job.id for job in snap.jobs if self._starved(job, memory[job.id], snap.now)}
-        memory = {job.id: promote(job, memory[job.id], job.id in promoted) for job in snap.jobs}
-        service = {job.id: job.attained_gpu_seconds - memory[job.id].base for job in snap.jobs}
-        queue = {job_id: self.queue_of(s) for job_id, s in service.items()}
-        order = sorted(snap.jobs, key=lambda job: (queue[job.id], job.submit_time, job.id))
+        # The per-job loops below use locals rather than a call per job: the simulator runs
+        # this every round with hundreds of jobs, and that halved the policy's share of a round.
+        levels = self._levels(snap, state)
+        keys = [(queue, job.submit_time, job.id) for queue, job in zip(levels.queues, snap.jobs, strict=True)]
+        order = [snap.jobs[i] for i in sorted(range(len(snap.jobs)), key=keys.__getitem__)]
         allocations, reasons = grant_in_order(snap, order, Capacity(snap), backfill=True, ahead="higher-priority")
-        for job_id in sorted(set(reasons) | promoted):
-            why = reasons.get(job_id, "runs")
-            starved = "; promoted by the starvation guard" if job_id in promoted else ""
-            reasons[job_id] = f"{why} [queue {queue[job_id]}, {service[job_id]:.0f} GPU-s attained{starved}]"
-        memory = {job.id: remember(memory[job.id], allocations[job.id] > 0, queue[job.id] > 0, snap.now)
-                  for job in snap.jobs}
-        return PolicyResult(
-            allocations=allocations,
-            reasons=reasons,
-            state={"jobs": {job_id: vars(m) for job_id, m in sorted(memory.items()) if m != Memory()}},
-            wake_at=self._wake_at(snap, memory, service, allocations),
-        )
+        _annotate(reasons, snap.jobs, levels)
+        memory, wake_at = self._remember(snap, levels, allocations)
+        return PolicyResult(allocations=allocations, reasons=reasons, state={"jobs": memory}, wake_at=wake_at)
 
-    def queue_of(self, service: float) -> int:
-        return bisect.bisect_right(self.thresholds, service + EPSILON)
+    def _levels(self, snap: ClusterSnapshot, state: PolicyState | None) -> _Levels:
+        """Each job's queue, after recalling its memory and applying the starvation guard."""
+        thresholds, factor, now, levels = self.thresholds, self.starvation_factor, snap.now, _Levels()
+        remembered: Any = (state or {}).get("jobs", {})
+        entry_of: Any = remembered.get if isinstance(remembered, Mapping) else {}.get
+        for job in snap.jobs:
+            attained = job.attained_gpu_seconds
+            base, waiting = _recall(entry_of(job.id), job)
+            if waiting is not None and bisect.bisect_right(thresholds, attained - base + EPSILON):
+                if now + EPSILON >= waiting + factor * (attained - base) / job.min_gpus:
+                    levels.promoted.add(job.id)
+                    base = attained  # promoted: its service counts afresh
+            base = min(base, attained)  # never above what it attained (lost or foreign state)
+            service = attained - base
+            levels.bases.append(base)
+            levels.waits.append(waiting)
+            levels.services.append(service)
+            levels.queues.append(bisect.bisect_right(thresholds, service + EPSILON))
+        return levels
 
-    def _starved(self, job: JobInfo, memory: Memory, now: float) -> bool:
-        due = self._promotion_due(job, memory.base, memory.waiting_since)
-        return due is not None and now + EPSILON >= due
-
-    def _promotion_due(self, job: JobInfo, base: float, waiting_since: float | None) -> float | None:
-        service = job.attained_gpu_seconds - base
-        if waiting_since is None or self.queue_of(service) == 0:
-            return None
-        return waiting_since + self.starvation_factor * service / job.min_gpus
-
-    def _wake_at(
-        self, snap: ClusterSnapshot, memory: Mapping[str, Memory], service: Mapping[str, float],
-        allocations: Mapping[str, int],
-    ) -> float | None:
-        times = [self._next_change(job, memory[job.id], service[job.id], allocations[job.id], snap.now)
-                 for job in snap.jobs]
-        future = [t for t in times if t is not None and t > snap.now]
-        return min(future) if future else None
-
-    def _next_change(self, job: JobInfo, memory: Memory, service: float, gpus: int, now: float) -> float | None:
-        """When this job would change queue with nothing else happening: demoted running, promoted waiting."""
-        if gpus == 0:
-            return self._promotion_due(job, memory.base, memory.waiting_since)
-        queue = self.queue_of(service)
-        if queue >= len(self.thresholds):
-            return None
-        return now + (self.thresholds[queue] - service) / gpus
-
-
-def promote(job: JobInfo, memory: Memory, starved: bool) -> Memory:
-    """Count service afresh from now for a starved job; otherwise keep the base (never above attained)."""
-    base = job.attained_gpu_seconds if starved else min(memory.base, job.attained_gpu_seconds)
-    return Memory(base=base, waiting_since=memory.waiting_since)
+    def _remember(
+        self, snap: ClusterSnapshot, levels: _Levels, allocations: Mapping[str, int]
+    ) -> tuple[dict[str, dict[str, Any]], float | None]:
+        """Memory for the next round, and the earliest time a job changes queue (``wake_at``)."""
+        thresholds, factor, now = self.thresholds, self.starvation_factor, snap.now
+        memory: dict[str, dict[str, Any]] = {}
+        wake_at: float | None = None
+        rows = zip(snap.jobs, levels.bases, levels.waits, levels.services, levels.queues, strict=True)
+        for job, base, waiting, service, queue in rows:
+            gpus = allocations[job.id]
+            # A demoted job left waiting keeps (or starts) its clock; the others forget it.
+            waiting = (now if waiting is None else waiting) if gpus == 0 and queue > 0 else None
+            if waiting is not None or base != 0.0:
+                memory[job.id] = {"base": base, "waiting_since": waiting}
+            if gpus:  # it runs: demoted when its service crosses its queue's threshold
+                change = now + (thresholds[queue] - service) / gpus if queue < len(thresholds) else None
+            else:  # it waits: promoted when it has waited long enough (queue 0 never is)
+                change = None if waiting is None else waiting + factor * service / job.min_gpus
+            if change is not None and change > now and (wake_at is None or change < wake_at):
+                wake_at = change
+        return dict(sorted(memory.items())), wake_at
 
 
-def remember(memory: Memory, runs: bool, demoted: bool, now: float) -> Memory:
-    """Start the clock for a demoted job that begins waiting; forget the wait of one that runs.
-
-    Jobs in queue 0 cannot starve into promotion (they already are on top), so their
-    waits are not recorded.
-    """
-    if runs or not demoted:
-        return Memory(base=memory.base)
-    return Memory(base=memory.base, waiting_since=now if memory.waiting_since is None else memory.waiting_since)
-
-
-def recall(state: PolicyState | None, job: JobInfo) -> Memory:
-    """This job's memory from the previous round's state (JSON round-tripped), tolerant of gaps.
-
-    A job that holds GPUs is not waiting, whatever was decided last round (the round may
-    have kept it running, or the executor not yet stopped it).
-    """
-    jobs: Any = (state or {}).get("jobs", {})
-    entry = jobs.get(job.id) if isinstance(jobs, Mapping) else None
+def _recall(entry: object, job: JobInfo) -> tuple[float, float | None]:
+    """(base, waiting_since) from last round's state; lost or malformed state counts as none."""
     if not isinstance(entry, Mapping):
-        return Memory()
+        return 0.0, None
     base, since = entry.get("base", 0.0), entry.get("waiting_since")
-    finite = isinstance(base, int | float) and math.isfinite(base)
-    waiting = float(since) if isinstance(since, int | float) and not job.running else None
-    return Memory(base=float(base) if finite else 0.0, waiting_since=waiting)
+    base = float(base) if isinstance(base, (int, float)) and math.isfinite(base) else 0.0
+    waiting = float(since) if isinstance(since, (int, float)) and not job.placement else None
+    return base, waiting
+
+
+def _annotate(reasons: dict[str, str], jobs: Sequence[JobInfo], levels: _Levels) -> None:
+    """Add each explained job's queue and attained service to its reason."""
+    if not reasons and not levels.promoted:
+        return
+    position = {job.id: i for i, job in enumerate(jobs)}
+    for job_id in sorted(set(reasons) | levels.promoted):
+        i = position[job_id]
+        starved = "; promoted by the starvation guard" if job_id in levels.promoted else ""
+        why = reasons.get(job_id, "runs")
+        reasons[job_id] = f"{why} [queue {levels.queues[i]}, {levels.services[i]:.0f} GPU-s attained{starved}]"
