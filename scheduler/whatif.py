@@ -54,9 +54,11 @@ PROGRESS_INTERVAL_S = 1.0  # ... or when it moved at all and this long has passe
 LIMITS: Mapping[str, tuple[float, float]] = {
     "nodes": (1, 10_000), "gpus_per_node": (1, 64), "round_seconds": (1, 86_400), "restart_seconds": (0, 86_400),
     "power_cap_fraction": (0.1, 1.0), "load_factor": (0.01, 100.0), "seed": (0, 2**31 - 1),
-    "max_jobs": (1, 10_000_000),
+    "max_jobs": (1, 10_000_000), "power_down_spares": (0, 10_000), "power_on_seconds": (0, 86_400),
+    "min_off_seconds": (0, 86_400),
 }
-INTEGER_FIELDS = frozenset({"nodes", "gpus_per_node", "seed", "max_jobs"})
+OPTIONAL_FIELDS = frozenset({"max_jobs", "power_down_spares"})  # None: no limit / no power-down
+INTEGER_FIELDS = frozenset({"nodes", "gpus_per_node", "seed", "max_jobs", "power_down_spares"})
 SWEEP_AXES = {"policy": "policies", "power_cap_fraction": "power_caps", "load_factor": "load_factors"}
 # Metrics a sweep compares, and which way is better.
 METRICS: Mapping[str, str] = {
@@ -101,7 +103,7 @@ def _number_errors(values: Mapping[str, Any]) -> dict[str, str]:
     errors = {}
     for name, (low, high) in LIMITS.items():
         value = values.get(name)
-        if value is None and name == "max_jobs":
+        if value is None and name in OPTIONAL_FIELDS:
             continue
         kind = int if name in INTEGER_FIELDS else (int, float)
         if not isinstance(value, kind) or isinstance(value, bool) or not math.isfinite(value):

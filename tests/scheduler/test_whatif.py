@@ -321,3 +321,15 @@ def test_a_run_left_running_by_a_killed_worker_is_taken_over(db: None, fixtures_
     assert whatif.execute_run(run.pk) is True
     run.refresh_from_db()
     assert run.status == WhatIfStatus.SUCCEEDED and run.summary["completed"] == 3
+
+
+def test_power_down_settings_are_validated(db: None, fixtures_dir) -> None:  # type: ignore[no-untyped-def]
+    trace = str(fixtures_dir / "traces" / "native" / "workload.csv")
+    with pytest.raises(ValidationError) as error:
+        whatif.create_run(Scenario(trace=trace, policy="fifo", power_down_spares=-1), None)
+    assert "power_down_spares" in error.value.message_dict
+    run = whatif.create_run(Scenario(trace=trace, policy="fifo", nodes=4, gpus_per_node=8, gpu_type="a100",
+                                     power_down_spares=1, min_off_seconds=0, power_on_seconds=60), None)
+    assert whatif.execute_run(run.pk) is True
+    run.refresh_from_db()
+    assert run.status == WhatIfStatus.SUCCEEDED and run.summary["completed"] == 3
