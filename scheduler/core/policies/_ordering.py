@@ -61,64 +61,78 @@ def grant_in_order(
 
     Without backfilling the first job that does not fit blocks every job behind it. A job
     that could not run even on an empty cluster never blocks anyone. ``ahead`` names the
-    jobs in front ("earlier", "shorter") in the reasons.
-
-    Hot path (one call per job per round in the simulator): instead of asking ``capacity``
-    job by job, it keeps exact running totals of what it hands out and books them on
-    ``capacity`` at the end, leaving the ledger as job-by-job ``take`` calls would. A typed
-    job draws from its type and from the total, an untyped one from the total only, so what
-    a job could still get is min(its type's free GPUs at the start less what this call gave
-    that type, the total free at the start less all this call gave); the first term needs
-    only ``capacity.free_for`` once per type (min(typed, total) there is exact, since no
-    type can lose more than the total does).
+    jobs in front ("earlier", "shorter") in the reasons. The GPUs handed out are taken
+    from ``capacity``.
     """
-    cluster = Capacity(snap)
+    tally = _Tally(snap, capacity)
     allocations: dict[str, int] = {}
     reasons: dict[str, str] = {}
-    ahead_of_it = 0  # schedulable jobs before this one in the order, started or waiting
-    blocked = False
-    total_at_start = total_free = capacity.total_free  # counts down as this call hands out GPUs
-    typed_at_start: dict[str, int] = {}  # GPU type → free GPUs of that type when first met
-    typed_free: dict[str, int] = {}  # GPU type → free GPUs of that type, counting down likewise
-    empty_free: dict[str | None, int] = {}  # GPU type (None: any) → usable on the empty cluster
-    sample: dict[str | None, JobInfo] = {}  # GPU type → a job of it, to book its GPUs on ``capacity``
+    ahead_of_it, blocked = 0, False  # schedulable jobs before this one, started or waiting
     for job in order:
-        gpu_type = job.gpu_type
         need = job.min_gpus
-        usable = empty_free.get(gpu_type)
-        if usable is None:
-            usable = empty_free[gpu_type] = cluster.free_for(job)
-            sample[gpu_type] = job
-            if gpu_type is not None:
-                typed_at_start[gpu_type] = typed_free[gpu_type] = capacity.free_for(job)
-        free = total_free if gpu_type is None else min(typed_free[gpu_type], total_free)
+        usable, free = tally.limits(job)
         if need > usable:  # could not run even on an empty cluster: blocks nobody
             allocations[job.id] = 0
             reasons[job.id] = f"unschedulable: needs {gpus_text(job, need)}, the cluster has {usable} usable"
             continue
         if not blocked and need <= free:
-            total_free -= need
-            if gpu_type is not None:
-                typed_free[gpu_type] -= need
+            tally.take(job, need)
             allocations[job.id] = need
-            placement = job.placement
-            if placement and len(placement) != need:
-                note = resize_note(job, need, "this policy runs every job at its min_gpus")
-                if note:
-                    reasons[job.id] = note
+            note = resize_note(job, need, "this policy runs every job at its min_gpus") if job.placement else None
+            if note:
+                reasons[job.id] = note
         else:
             allocations[job.id] = 0
             reasons[job.id] = _waiting_text(job, free, ahead_of_it, ahead, blocked)
             blocked = blocked or not backfill
         ahead_of_it += 1
-    untyped = total_at_start - total_free
-    for gpu_type, left in typed_free.items():
-        if typed_at_start[gpu_type] > left:
-            capacity.take(sample[gpu_type], typed_at_start[gpu_type] - left)
-            untyped -= typed_at_start[gpu_type] - left
-    if untyped:
-        capacity.take(sample[None], untyped)
+    tally.book()
     return allocations, reasons
+
+
+class _Tally:
+    """What one ``grant_in_order`` call hands out, as exact running totals booked on ``capacity`` at the end.
+
+    A hot path (every job, every simulated round), so it asks ``capacity`` once per GPU type
+    instead of once per job. A typed job draws from its type and from the total, an untyped
+    one from the total only: what a job can still get is min(its type's free GPUs at the
+    start less what this call gave that type, the total free at the start less all it gave).
+    """
+
+    def __init__(self, snap: ClusterSnapshot, capacity: Capacity) -> None:
+        self.capacity, self.empty_cluster = capacity, Capacity(snap)
+        self.total_at_start = self.total_free = capacity.total_free
+        self.typed_at_start: dict[str, int] = {}  # GPU type → its free GPUs when first met
+        self.typed_free: dict[str, int] = {}  # GPU type → its free GPUs, counting down
+        self.usable: dict[str | None, int] = {}  # GPU type (None: any) → usable on the empty cluster
+        self.sample: dict[str | None, JobInfo] = {}  # GPU type → a job of it, to book GPUs with
+
+    def limits(self, job: JobInfo) -> tuple[int, int]:
+        """(GPUs usable on the empty cluster, GPUs still free) for ``job``'s type."""
+        gpu_type = job.gpu_type
+        if gpu_type not in self.usable:
+            self.usable[gpu_type] = self.empty_cluster.free_for(job)
+            self.sample[gpu_type] = job
+            if gpu_type is not None:
+                self.typed_at_start[gpu_type] = self.typed_free[gpu_type] = self.capacity.free_for(job)
+        free = self.total_free if gpu_type is None else min(self.typed_free[gpu_type], self.total_free)
+        return self.usable[gpu_type], free
+
+    def take(self, job: JobInfo, gpus: int) -> None:
+        self.total_free -= gpus
+        if job.gpu_type is not None:
+            self.typed_free[job.gpu_type] -= gpus
+
+    def book(self) -> None:
+        """Take everything handed out from ``capacity``, as job-by-job ``take`` calls would have."""
+        untyped = self.total_at_start - self.total_free
+        for gpu_type, left in self.typed_free.items():
+            given = self.typed_at_start[gpu_type] - left
+            if given:
+                self.capacity.take(self.sample[gpu_type], given)
+                untyped -= given
+        if untyped:
+            self.capacity.take(self.sample[None], untyped)
 
 
 def _waiting_text(job: JobInfo, free: int, before: int, ahead: str, blocked: bool) -> str:
