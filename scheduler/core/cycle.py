@@ -102,6 +102,8 @@ def admit(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, dict[str, str]]:
         if job.min_gpus > usable:
             kind = f"{job.gpu_type} " if job.gpu_type else ""
             rejected[job.id] = f"unschedulable: needs {job.min_gpus} {kind}GPUs, the cluster has {usable} usable"
+    if not rejected:
+        return snap, rejected  # the common case: no second snapshot to build and validate
     jobs = tuple(job for job in snap.jobs if job.id not in rejected)
     return dataclasses.replace(snap, jobs=jobs), rejected
 
