@@ -127,6 +127,7 @@ class _Engine:
         self.usage = UsageRecorder(nodes)
         self.state: PolicyState | None = None
         self.now, self.next_arrival, self.rounds, self.running = 0.0, 0, 0, 0
+        self.growable = 0  # running jobs below their max_gpus
         self.decision_at: float | None = None
         self.power = NodePower(nodes, config.power_down) if config.power_down else None
         self.active_integral, self.integral_at = 0.0, 0.0
@@ -232,9 +233,7 @@ class _Engine:
         skipping those rounds is what keeps a lightly loaded 82,000-job trace fast. A later arrival brings
         its own round.
         """
-        if self.running < len(self.active):
-            return True
-        return any(len(run.gpus) < run.spec.max_gpus for run in self.active.values())
+        return self.running < len(self.active) or self.growable > 0
 
     def _snapshot(self) -> ClusterSnapshot:
         jobs = tuple(self._info(run) for run in self.active.values())
@@ -296,6 +295,7 @@ class _Engine:
         run.gpus_by_type = dict(Counter(self.type_of[gpu] for gpu in gpus))
         run.waiting_info = run.running_info = None
         self.running += 1
+        self.growable += len(gpus) < run.spec.max_gpus
         self.usage.hold(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
         nodes = len({self.node_of[gpu] for gpu in gpus})
         info = self._job_info(run)
@@ -310,6 +310,7 @@ class _Engine:
         if run.gpus:
             self.usage.release(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
             self.running -= 1
+            self.growable -= len(run.gpus) < run.spec.max_gpus
             run.waiting_info = run.running_info = None
         run.progress_at, run.held_since = self.now, self.now
         run.gpus, run.gpus_by_type, run.rate = (), {}, 0.0

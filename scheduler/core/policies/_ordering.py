@@ -78,9 +78,10 @@ def grant_in_order(
         if not blocked and need <= free:
             tally.take(job, need)
             allocations[job.id] = need
-            note = resize_note(job, need, "this policy runs every job at its min_gpus") if job.placement else None
-            if note:
-                reasons[job.id] = note
+            if job.placement and len(job.placement) != need:  # the common case, unchanged, costs no call
+                note = resize_note(job, need, "this policy runs every job at its min_gpus")
+                if note:
+                    reasons[job.id] = note
         else:
             allocations[job.id] = 0
             reasons[job.id] = _waiting_text(job, free, ahead_of_it, ahead, blocked)
