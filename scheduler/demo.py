@@ -12,13 +12,15 @@ import logging
 import random
 import uuid
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.db import transaction
 
-from scheduler.sim.traces import TraceJob, load_pollux_workload, pollux_total_progress
+from scheduler.sim.traces import TraceJob, load_pollux_workload
+from scheduler.sim.workload import COMPLETION_PROGRESS, load_completion_progress
 
 from . import services
 from .models import Job, Node, Tenant
@@ -40,12 +42,6 @@ NODE_TYPES = [(A100, 8), (V100, 8)]  # 16 nodes × 8 GPUs
 GPUS_PER_NODE = 8
 TENANTS = [("vision", 48, 1.0), ("language", 48, 1.0), ("research", 32, 0.5)]
 
-# Completion progress (scale-invariant iterations) per application: the last row of
-# pollux/traces/<app>/validation-<initial batch>.csv. Used where the traces are absent.
-TOTAL_PROGRESS = {
-    "bert": 14774.0, "cifar10": 39063.0, "deepspeech2": 28536.0,
-    "imagenet": 576526.0, "ncf": 194174.0, "yolov3": 103444.0,
-}
 # (application, GPUs requested) → jobs, over pollux/workloads-realistic/workload-1..8.
 REALISTIC_MIX = {
     ("ncf", 1): 495, ("cifar10", 1): 487, ("deepspeech2", 1): 105, ("bert", 1): 84,
@@ -94,11 +90,12 @@ def _seed_tenants() -> int:
 
 def _seed_jobs(traces_dir: Path, now: datetime, seed: int) -> int:
     workload = traces_dir / "pollux" / "workloads-realistic" / "workload-1.csv"
+    progress: Mapping[str, float]
     if workload.exists():
-        trace, progress = load_pollux_workload(workload), _trace_progress(traces_dir)
+        trace, progress = load_pollux_workload(workload), load_completion_progress(traces_dir)
         logger.info("demo jobs from %s", workload)
     else:
-        trace, progress = generate_jobs(seed), TOTAL_PROGRESS
+        trace, progress = generate_jobs(seed), COMPLETION_PROGRESS
         logger.info("demo jobs from the seeded generator (%s not found)", workload)
     first_hour = [job for job in trace if job.submit_seconds < FIRST_WINDOW_SECONDS]
     start = now - timedelta(seconds=FIRST_WINDOW_SECONDS)
@@ -107,11 +104,6 @@ def _seed_jobs(traces_dir: Path, now: datetime, seed: int) -> int:
         for job in first_hour:
             _submit(job, tenants[_tenant_for(job.name)], progress[job.application], start)
     return len(first_hour)
-
-
-def _trace_progress(traces_dir: Path) -> dict[str, float]:
-    apps = traces_dir / "pollux" / "traces"
-    return {app.name: pollux_total_progress(app) for app in apps.iterdir() if app.is_dir()}
 
 
 def _submit(job: TraceJob, tenant: Tenant, total_work: float, start: datetime) -> None:

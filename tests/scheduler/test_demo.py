@@ -3,11 +3,9 @@
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
-from django.conf import settings
-
-from scheduler.demo import FIRST_WINDOW_SECONDS, REALISTIC_MIX, TOTAL_PROGRESS, generate_jobs, seed_demo
+from scheduler.demo import FIRST_WINDOW_SECONDS, REALISTIC_MIX, generate_jobs, seed_demo
 from scheduler.models import Gpu, Job, Node, Tenant
+from scheduler.sim.workload import COMPLETION_PROGRESS
 
 
 def test_seeds_inventory_tenants_and_the_first_hour(db: None, fixtures_dir: Path, now) -> None:
@@ -29,7 +27,7 @@ def test_seeding_twice_adds_nothing(db: None, fixtures_dir: Path, now) -> None:
 def test_without_traces_the_generator_feeds_the_demo(db: None, tmp_path: Path, now) -> None:
     added = seed_demo(tmp_path, now, seed=3)
     assert 0 < added["jobs"] < 160
-    assert {job.workload_profile for job in Job.objects.all()} <= set(TOTAL_PROGRESS)
+    assert {job.workload_profile for job in Job.objects.all()} <= set(COMPLETION_PROGRESS)
 
 
 def test_generator_is_seeded_and_follows_the_realistic_mix() -> None:
@@ -39,9 +37,3 @@ def test_generator_is_seeded_and_follows_the_realistic_mix() -> None:
     expected = sum(n for (_, gpus), n in REALISTIC_MIX.items() if gpus == 1) / sum(REALISTIC_MIX.values())
     assert abs(single_gpu - expected) < 0.02
 
-
-@pytest.mark.skipif(not (settings.TRACES_DIR / "pollux").is_dir(), reason="TRACES_DIR has no pollux traces")
-def test_embedded_progress_matches_the_real_traces() -> None:
-    from scheduler.demo import _trace_progress
-
-    assert _trace_progress(settings.TRACES_DIR) == TOTAL_PROGRESS

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from scheduler.demo import TOTAL_PROGRESS
 from scheduler.sim.traces import TraceJob, load_itp, load_philly, load_sia_workload
 from scheduler.sim.workload import (
     COMPLETION_PROGRESS,
@@ -116,10 +115,6 @@ def test_a_job_without_duration_or_known_profile_is_named() -> None:
             to_workload([job], elastic=elastic, seed=0)
     with pytest.raises(ValueError, match="max_gpus_factor"):
         to_workload([], elastic=True, seed=0, max_gpus_factor=0)
-
-
-def test_completion_progress_is_the_demos() -> None:
-    assert COMPLETION_PROGRESS == TOTAL_PROGRESS
 
 
 @pytest.mark.skipif(not (REAL / "pollux").is_dir(), reason=f"no Pollux traces under TRACES_DIR={REAL}")
