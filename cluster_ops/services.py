@@ -45,3 +45,6 @@ def sync_periodic_tasks() -> None:
             name="heartbeat",
             defaults={"task": HEARTBEAT_TASK, "interval": every, "args": json.dumps([])},
         )
+    from scheduler.schedule import sync_round_schedule  # the scheduler app owns its round's schedule
+
+    sync_round_schedule()

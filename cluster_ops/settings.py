@@ -208,6 +208,11 @@ HEARTBEAT_SECONDS = envint("HEARTBEAT_SECONDS", 30, minimum=1)
 # redelivered task (the worker was killed mid-run).
 WHATIF_LEASE_SECONDS = envint("WHATIF_LEASE_SECONDS", 600, minimum=1)
 
+# The scheduling round: its default interval (changed at run time in admin) and the
+# lease that keeps rounds one at a time; a worker killed mid-round holds it at most this long.
+ROUND_SECONDS = envint("ROUND_SECONDS", 60, minimum=1)
+ROUND_LEASE_SECONDS = envint("ROUND_LEASE_SECONDS", 120, minimum=1)
+
 # --- The product --------------------------------------------------------------------
 TRACES_DIR = Path(envstr("TRACES_DIR", str(BASE_DIR.parent / "shared" / "traces")))
 

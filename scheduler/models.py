@@ -7,6 +7,8 @@ open transactions live in ``scheduler/services.py``.
 
 from __future__ import annotations
 
+import secrets
+
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.validators import MinValueValidator
@@ -105,7 +107,8 @@ class JobState(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
 
 
-# pending → running ⇄ rescaling → succeeded | failed | cancelled; preempted → pending.
+# pending → running ⇄ rescaling → succeeded | failed | cancelled; preempted → running (resumes
+# from its checkpoint) or pending (an operator requeued it).
 # Failed and cancelled jobs may be requeued by an operator.
 JOB_TRANSITIONS: dict[str, frozenset[str]] = {
     JobState.PENDING: frozenset({JobState.RUNNING, JobState.CANCELLED, JobState.FAILED}),
@@ -113,13 +116,19 @@ JOB_TRANSITIONS: dict[str, frozenset[str]] = {
         {JobState.RESCALING, JobState.PREEMPTED, JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
     ),
     JobState.RESCALING: frozenset({JobState.RUNNING, JobState.PREEMPTED, JobState.FAILED, JobState.CANCELLED}),
-    JobState.PREEMPTED: frozenset({JobState.PENDING, JobState.CANCELLED}),
+    JobState.PREEMPTED: frozenset({JobState.PENDING, JobState.RUNNING, JobState.CANCELLED, JobState.FAILED}),
     JobState.SUCCEEDED: frozenset(),
     JobState.FAILED: frozenset({JobState.PENDING}),
     JobState.CANCELLED: frozenset({JobState.PENDING}),
 }
 ACTIVE_STATES = frozenset({JobState.RUNNING, JobState.RESCALING})
+QUEUED_STATES = frozenset({JobState.PENDING, JobState.PREEMPTED})
+SCHEDULABLE_STATES = ACTIVE_STATES | QUEUED_STATES  # the jobs a round looks at
 FINISHED_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+
+def new_report_token() -> str:
+    return secrets.token_urlsafe(32)
 
 
 class JobQuerySet(models.QuerySet["Job"]):
@@ -152,6 +161,31 @@ class Job(models.Model):
     restarts = models.PositiveIntegerField(default=0)
     last_throughput = models.FloatField(null=True, blank=True, help_text="samples/s last reported")
     last_grad_noise_scale = models.FloatField(null=True, blank=True)
+    last_reported_at = models.DateTimeField(null=True, blank=True)
+    gpu_type = models.CharField(max_length=20, blank=True, help_text="GPU type it needs (a100, v100, …); empty: any")
+    batch_size = models.PositiveIntegerField(
+        null=True, blank=True, help_text="global batch size asked for; empty lets the scheduler tune it"
+    )
+    command = models.TextField(blank=True, help_text="command line the local executor runs for each worker")
+    pending_reason = models.CharField(max_length=255, blank=True, help_text="why the last round left it waiting")
+    error = models.TextField(blank=True, help_text="why it failed")
+    # The round bumps ``generation`` whenever the job's GPUs change; the executor sets
+    # ``launched_generation`` once it has acted on it, so a launch lost to a crash is resent.
+    generation = models.PositiveIntegerField(default=0)
+    launched_generation = models.PositiveIntegerField(default=0)
+    accounted_at = models.DateTimeField(
+        null=True, blank=True, help_text="progress and GPU time are counted up to here"
+    )
+    restart_until = models.DateTimeField(
+        null=True, blank=True, help_text="restarting (loading its checkpoint) until then: no progress"
+    )
+    report_token = models.CharField(
+        max_length=64, default=new_report_token, editable=False,
+        help_text="secret the job's workers send with their progress reports",
+    )
+    fitted_model = models.JSONField(
+        null=True, blank=True, help_text="goodput model refitted from the job's own reports"
+    )
 
     objects = JobQuerySet.as_manager()
 
@@ -229,6 +263,15 @@ class SchedulingRound(models.Model):
     status = models.CharField(max_length=10, choices=RoundStatus.choices, default=RoundStatus.RUNNING)
     jobs_considered = models.PositiveIntegerField(default=0)
     decisions = models.PositiveIntegerField(default=0, help_text="starts, rescales and preemptions")
+    starts = models.PositiveIntegerField(default=0)
+    rescales = models.PositiveIntegerField(default=0)
+    preemptions = models.PositiveIntegerField(default=0)
+    finished = models.PositiveIntegerField(default=0, help_text="jobs the executor saw finish before the round")
+    skipped = models.PositiveIntegerField(default=0, help_text="decisions dropped: the job changed meanwhile")
+    executor = models.CharField(max_length=20, blank=True)
+    snapshot_ms = models.FloatField(null=True, blank=True)
+    policy_ms = models.FloatField(null=True, blank=True)
+    write_ms = models.FloatField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
 
@@ -351,3 +394,105 @@ class WhatIfRun(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in WHATIF_FINISHED
+
+
+class JobReport(models.Model):
+    """What a running job's workers said about themselves: progress, speed and gradient noise."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="reports")
+    at = models.DateTimeField()
+    progress = models.FloatField(validators=[MinValueValidator(0.0)])
+    throughput = models.FloatField(validators=[MinValueValidator(0.0)], help_text="samples/s")
+    batch_size = models.PositiveIntegerField()
+    gpus = models.PositiveIntegerField(help_text="GPUs it ran on when it measured")
+    nodes = models.PositiveIntegerField(default=1)
+    grad_noise_scale = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["job", "at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(progress__gte=0) & Q(throughput__gte=0), name="jobreport_non_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class ExecutorKind(models.TextChoices):
+    SIMULATED = "simulated", "simulated (progress by the goodput model)"
+    LOCAL = "local", "local (real processes through node agents)"
+
+
+class SchedulerSettings(models.Model):
+    """The live scheduler's knobs: one row, changed at run time; every change is recorded."""
+
+    policy = models.CharField(max_length=50, default="tiresias")
+    round_seconds = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    executor = models.CharField(max_length=20, choices=ExecutorKind.choices, default=ExecutorKind.SIMULATED)
+    simulated_speedup = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0.001)],
+        help_text="the simulated executor's clock runs this many times faster than the wall",
+    )
+    restart_seconds = models.FloatField(
+        default=30.0, validators=[MinValueValidator(0.0)],
+        help_text="the simulated executor's restart delay after a rescale or preemption",
+    )
+    paused = models.BooleanField(default=False, help_text="tick to stop scheduling rounds")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "scheduler settings"
+        constraints = [
+            models.CheckConstraint(condition=Q(pk=1), name="scheduler_settings_single_row"),
+            models.CheckConstraint(condition=Q(round_seconds__gte=1), name="scheduler_round_seconds_positive"),
+            models.CheckConstraint(condition=Q(simulated_speedup__gt=0), name="scheduler_speedup_positive"),
+            models.CheckConstraint(condition=Q(restart_seconds__gte=0), name="scheduler_restart_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy} every {self.round_seconds} s on the {self.executor} executor"
+
+
+class SettingsChange(models.Model):
+    """Audit trail of the scheduler settings: who changed what, when."""
+
+    at = models.DateTimeField()
+    field = models.CharField(max_length=50)
+    old_value = models.CharField(max_length=100)
+    new_value = models.CharField(max_length=100)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.old_value} → {self.new_value}"
+
+
+class PolicyState(models.Model):
+    """The memory a policy carries from one round to the next (``scheduler.core`` ``PolicyState``)."""
+
+    policy = models.CharField(max_length=50, unique=True)
+    state = models.JSONField(default=dict)
+    round = models.ForeignKey(SchedulingRound, on_delete=models.SET_NULL, null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["policy"]
+
+    def __str__(self) -> str:
+        return self.policy
+
+
+class Lease(models.Model):
+    """A named lock with an expiry, held by at most one worker (the scheduling round's)."""
+
+    name = models.CharField(max_length=50, unique=True)
+    holder = models.CharField(max_length=255, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder or 'nobody'}"

@@ -1,8 +1,15 @@
-"""Celery tasks of the scheduler: thin wrappers around ``scheduler.whatif``."""
+"""Celery tasks of the scheduler: thin wrappers around ``scheduler.rounds`` and ``scheduler.whatif``."""
 
 from celery import shared_task
 
-from . import whatif
+from . import rounds, whatif
+
+
+@shared_task(name=rounds.ROUND_TASK, ignore_result=True)
+def run_round() -> int | None:
+    """One scheduling round (beat sends one every ``SchedulerSettings.round_seconds``); returns its id."""
+    row = rounds.run_round()
+    return row.pk if row else None
 
 
 @shared_task(name=whatif.RUN_TASK, acks_late=True)

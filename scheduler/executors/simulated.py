@@ -1,0 +1,86 @@
+"""The simulated executor: jobs progress in wall-clock time as their goodput model says.
+
+It is the executor of the demo cluster and of any cluster without real workers. A job
+on k GPUs progresses at ``job_speed`` (the same function the what-if simulator uses)
+times ``speedup``; after a rescale or a restart it first spends ``restart_seconds`` (on
+the sped-up clock) reloading its checkpoint, holding its GPUs without progress. A job
+whose progress reaches its total work succeeds at the moment it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import ClassVar
+
+from django.db import transaction
+
+from scheduler.core.speed import job_speed
+from scheduler.core.types import ClusterSnapshot, JobInfo
+from scheduler.models import ACTIVE_STATES, Job, JobState
+
+from . import Launch, acknowledge, finish_jobs
+
+
+@dataclass(frozen=True)
+class SimulatedExecutor:
+    speedup: float = 1.0
+    restart_seconds: float = 30.0
+    name: ClassVar[str] = "simulated"
+
+    def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
+        infos = {job.id: job for job in snap.jobs}
+        later: dict[str, JobInfo] = {}
+        with transaction.atomic():
+            jobs = list(Job.objects.select_for_update().filter(state__in=ACTIVE_STATES))
+            finished: dict[int, datetime] = {}
+            for job in jobs:
+                info = infos.get(str(job.pk))
+                if info is None or not info.placement:
+                    continue  # started after the snapshot: next round counts it
+                done_at = self._advance(job, info, snap, now)
+                if done_at:
+                    finished[job.pk] = done_at
+                else:
+                    later[info.id] = info.progressed(job.progress, job.attained_gpu_seconds)
+            Job.objects.bulk_update(
+                [job for job in jobs if job.pk not in finished],
+                ["progress", "attained_gpu_seconds", "accounted_at", "state"], batch_size=500,
+            )
+            finish_jobs([job for job in jobs if job.pk in finished], finished, JobState.SUCCEEDED,
+                        "finished: all its work is done")
+        kept = tuple(later.get(job.id, job) for job in snap.jobs if int(job.id) not in finished)
+        return ClusterSnapshot(snap.now, snap.nodes, kept, snap.tenants, snap.profiles)
+
+    def _advance(self, job: Job, info: JobInfo, snap: ClusterSnapshot, now: datetime) -> datetime | None:
+        """Move ``job`` (a row) forward to ``now``; returns when it finished, if it did."""
+        since = job.accounted_at or now
+        training_from = max(since, job.restart_until) if job.restart_until else since
+        nodes = len({snap.index.node_of[gpu] for gpu in info.placement})
+        rate = job_speed(info, snap, info.gpus, nodes) * self.speedup  # work units per wall second
+        remaining = max(job.total_work - job.progress, 0.0)
+        training = max((now - training_from).total_seconds(), 0.0)
+        done_at = None
+        if rate > 0 and rate * training >= remaining:
+            done_at = training_from + timedelta(seconds=remaining / rate)
+            training = remaining / rate
+        end = done_at or now
+        job.progress = job.total_work if done_at else job.progress + rate * training
+        job.attained_gpu_seconds += info.gpus * max((end - since).total_seconds(), 0.0)
+        job.accounted_at = end
+        if job.state == JobState.RESCALING and (job.restart_until is None or job.restart_until <= now):
+            job.state = JobState.RUNNING
+        return done_at
+
+    def launch(self, launches: Sequence[Launch], now: datetime) -> None:
+        """Nothing to start: a (re)started job only pays its restart delay before it progresses."""
+        delay = timedelta(seconds=self.restart_seconds / self.speedup)
+        with transaction.atomic():
+            for launch in launches:
+                current = Job.objects.filter(pk=launch.job_id, generation=launch.generation)
+                if launch.gpus and launch.restart:
+                    current.update(restart_until=now + delay)
+                elif launch.gpus:
+                    current.update(restart_until=None)
+            acknowledge(launches)

@@ -1,0 +1,77 @@
+"""The scheduler's settings at run time: the active policy, the round interval, the executor.
+
+Changed through ``update_settings`` (admin uses it): each change is validated, recorded
+as a ``SettingsChange`` and, for the interval, pushed to beat's schedule in the same
+transaction, so beat runs rounds at the new interval from its next tick.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from .core.policy import policy_names
+from .models import SchedulerSettings, SettingsChange
+from .rounds import ROUND_TASK, scheduler_settings
+
+ROUND_SCHEDULE_NAME = "scheduling-round"
+EDITABLE = ("policy", "round_seconds", "executor", "simulated_speedup", "restart_seconds", "paused")
+
+
+def validate_settings(row: SchedulerSettings) -> None:
+    """Field errors for a settings row: the model's own checks and a known policy."""
+    errors: dict[str, Any] = {}
+    try:
+        row.full_clean()
+    except ValidationError as exc:
+        errors.update(exc.message_dict)
+    if row.policy not in policy_names():
+        errors["policy"] = [f"Unknown policy {row.policy!r}; known: {', '.join(policy_names())}."]
+    if errors:
+        raise ValidationError(errors)
+
+
+def update_settings(actor: User | AnonymousUser | None = None, **changes: Any) -> SchedulerSettings:
+    """Change scheduler settings; records one ``SettingsChange`` per field that really changed."""
+    unknown = sorted(set(changes) - set(EDITABLE))
+    if unknown:
+        raise ValidationError({name: "Not a scheduler setting." for name in unknown})
+    with transaction.atomic():
+        row = SchedulerSettings.objects.select_for_update().get(pk=scheduler_settings().pk)
+        before = {name: getattr(row, name) for name in EDITABLE}
+        for name, value in changes.items():
+            setattr(row, name, value)
+        validate_settings(row)
+        row.save()
+        record_changes(before, row, actor)
+    return row
+
+
+def record_changes(before: dict[str, Any], row: SchedulerSettings, actor: User | AnonymousUser | None) -> None:
+    """Audit what changed between ``before`` and ``row`` (saved) and resync beat if the interval moved."""
+    now = timezone.now()
+    user = actor if isinstance(actor, User) else None
+    changed = [name for name in EDITABLE if before[name] != getattr(row, name)]
+    SettingsChange.objects.bulk_create(
+        SettingsChange(at=now, field=name, old_value=str(before[name]), new_value=str(getattr(row, name)), actor=user)
+        for name in changed
+    )
+    if {"round_seconds", "paused"} & set(changed):
+        sync_round_schedule(row)
+
+
+def sync_round_schedule(row: SchedulerSettings | None = None) -> PeriodicTask:
+    """Make beat's round entry match the settings: its interval, and disabled while paused."""
+    row = row or scheduler_settings()
+    every, _ = IntervalSchedule.objects.get_or_create(every=row.round_seconds, period=IntervalSchedule.SECONDS)
+    task, _ = PeriodicTask.objects.update_or_create(
+        name=ROUND_SCHEDULE_NAME,
+        defaults={"task": ROUND_TASK, "interval": every, "args": json.dumps([]), "enabled": not row.paused},
+    )
+    return task
