@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from .models import Heartbeat
+from .reports import admin as reports_admin  # noqa: F401  (registers the reports' admin)
 
 
 @admin.register(Heartbeat)

@@ -46,5 +46,11 @@ def sync_periodic_tasks() -> None:
             defaults={"task": HEARTBEAT_TASK, "interval": every, "args": json.dumps([])},
         )
     from scheduler.schedule import sync_round_schedule  # the scheduler app owns its round's schedule
+    from telemetry.schedule import sync_collect_schedule, sync_telemetry_schedule  # and telemetry its own
+
+    from .reports.schedule import sync_report_schedule  # the daily and weekly reports
 
     sync_round_schedule()
+    sync_collect_schedule()
+    sync_telemetry_schedule()
+    sync_report_schedule()

@@ -11,7 +11,9 @@ A malformed value never crashes the import: it is recorded in
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +132,11 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_celery_beat",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "django_plotly_dash.apps.DjangoPlotlyDashConfig",  # the dashboards (cluster_ops/dashboards/)
     "cluster_ops",
     "scheduler",
     "telemetry",
@@ -145,6 +152,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "cluster_ops.middleware.DashFramesSameOrigin",  # after it: the embedded Dash apps may be framed by us
+    # Last: the {% plotly_* %} template tags need it (without it: AttributeError dpd_content_handler).
+    "django_plotly_dash.middleware.BaseMiddleware",
 ]
 
 ROOT_URLCONF = "cluster_ops.urls"
@@ -163,6 +173,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "cluster_ops.dashboards.pages.navigation",  # the dashboards in the navigation bar
             ],
         },
     },
@@ -184,12 +195,28 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # Dash's and its components' JavaScript, served by us (no CDN: the dashboards work offline).
+    "django_plotly_dash.finders.DashAssetFinder",
+    "django_plotly_dash.finders.DashComponentFinder",
+    "django_plotly_dash.finders.DashAppDirectoryFinder",
+]
 STATIC_ROOT = VAR_DIR / "static"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Not the Compressed* variant: brotli over Dash's 47 MB of assets took 308 s (STACK-NOTES).
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
 }
+
+# --- Dashboards (cluster_ops/dashboards/, django-plotly-dash) ------------------------------
+PLOTLY_DASH = {"serve_locally": True, "cache_arguments": False}  # local JavaScript, never a CDN
+PLOTLY_COMPONENTS = ["dash_bootstrap_components", "dpd_components"]
+# Nothing may be framed, except the Dash apps inside our own pages (cluster_ops/middleware.py).
+X_FRAME_OPTIONS = "DENY"
+# The Overview flags queued jobs that have waited longer than this.
+PENDING_ALERT_MINUTES = envint("PENDING_ALERT_MINUTES", 30, minimum=1)
 
 # --- Redis and Celery -------------------------------------------------------------
 # The default is the embedded Redis that `make run` starts (scripts/embedded_redis.py).
@@ -199,6 +226,9 @@ CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = REDIS_URL
 CELERY_RESULT_EXPIRES = 3600
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker outlives any Redis outage: it retries forever instead of exiting after 100 tries
+# (about 45 minutes), which under `make run` would stop the whole stack.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
@@ -212,9 +242,85 @@ WHATIF_LEASE_SECONDS = envint("WHATIF_LEASE_SECONDS", 600, minimum=1)
 # lease that keeps rounds one at a time; a worker killed mid-round holds it at most this long.
 ROUND_SECONDS = envint("ROUND_SECONDS", 60, minimum=1)
 ROUND_LEASE_SECONDS = envint("ROUND_LEASE_SECONDS", 120, minimum=1)
+# The demo cluster's round interval, set once when `make run` seeds it (scheduler/demo.py).
+DEMO_ROUND_SECONDS = envint("DEMO_ROUND_SECONDS", 30, minimum=1)
+
+# --- REST API (scheduler/api/) --------------------------------------------------------
+# Token first: an anonymous client gets 401 with `WWW-Authenticate: Token`. Session
+# authentication enforces CSRF on unsafe methods. JSON only; the schema is /api/schema/.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "scheduler.api.errors.api_exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Cluster Ops API",
+    "DESCRIPTION": "Submit, inspect and steer training jobs; workers report progress.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+}
 
 # --- The product --------------------------------------------------------------------
 TRACES_DIR = Path(envstr("TRACES_DIR", str(BASE_DIR.parent / "shared" / "traces")))
+
+# --- The local executor and its node agents ------------------------------------------
+# An agent is a Celery worker on a GPU machine consuming the queue ``node.<NODE_HOSTNAME>``.
+NODE_HOSTNAME = envstr("NODE_HOSTNAME", socket.gethostname())
+STOP_GRACE_SECONDS = envint("STOP_GRACE_SECONDS", 30)  # SIGTERM, then SIGKILL after this long
+# Checkpoints, logs and exit codes of jobs: a filesystem shared by every node (and the web
+# server, to show logs) when jobs span or move between machines.
+JOB_DIR = Path(envstr("JOB_DIR", str(VAR_DIR / "jobs")))
+PUBLIC_URL = envstr("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")  # where jobs send their reports
+
+# --- Telemetry: retention, idle threshold, /metrics access (telemetry/) -------------------------
+TELEMETRY_RAW_DAYS = envint("TELEMETRY_RAW_DAYS", 7, minimum=1)  # raw samples
+TELEMETRY_MINUTE_DAYS = envint("TELEMETRY_MINUTE_DAYS", 30, minimum=1)  # minute rollups
+TELEMETRY_HOUR_DAYS = envint("TELEMETRY_HOUR_DAYS", 365, minimum=1)  # hour rollups and per-job hours
+TELEMETRY_IDLE_UTIL = envint("TELEMETRY_IDLE_UTIL", 5)  # a held GPU below this utilisation (%) is idle
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "").strip()  # /metrics: `Authorization: Bearer <token>`
+
+
+def envnetworks(name: str) -> list[str]:
+    """Comma-separated IP addresses or CIDR networks; malformed entries are configuration errors."""
+    networks = []
+    for item in envlist(name, []):
+        try:
+            networks.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            CONFIGURATION_ERRORS.append(f"{name}: {item!r} is not an IP address or network")
+    return networks
+
+
+METRICS_ALLOWED_IPS = envnetworks("METRICS_ALLOWED_IPS")  # /metrics without a token from these
+
+# --- Telemetry (telemetry/collector.py, telemetry/simulated.py) ------------------------
+# How often node agents (and, on the demo cluster, the simulated source) sample every GPU.
+TELEMETRY_SECONDS = envint("TELEMETRY_SECONDS", 10, minimum=1)
+
+# --- Reports (cluster_ops/reports/): files and e-mail ----------------------------------------------
+# Report files live under MEDIA_ROOT and are served only by the login-protected download view: no MEDIA_URL.
+MEDIA_ROOT = VAR_DIR / "media"
+# E-mail through SMTP when EMAIL_HOST is set; without it, each e-mail is written as a file under VAR_DIR/outbox
+# (a fresh clone sends nothing anywhere). Tests use Django's in-memory backend.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "").strip()
+EMAIL_BACKEND = ("django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST
+                 else "django.core.mail.backends.filebased.EmailBackend")
+EMAIL_FILE_PATH = VAR_DIR / "outbox"
+EMAIL_PORT = envint("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "").strip()
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)  # STARTTLS (usually port 587)
+EMAIL_TIMEOUT = 30  # seconds; a hung SMTP server fails the attempt, which is retried
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "cluster-ops@localhost")
 
 LOGGING = {
     "version": 1,
@@ -222,7 +328,9 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"},
+                # WeasyPrint logs every layout step at INFO, fontTools every subset: reports need neither.
+                "weasyprint": {"level": "WARNING"}, "fontTools": {"level": "WARNING"}},
 }
 
 # First superuser, created once by `manage.py ensure_admin` (run by `make run`).

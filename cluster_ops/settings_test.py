@@ -25,3 +25,4 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
 # task: PostgreSQL refuses to drop a test database that still has sessions.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 WHITENOISE_AUTOREFRESH = True  # serve from the finders; no collectstatic before tests
+WHITENOISE_USE_FINDERS = True

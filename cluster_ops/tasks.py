@@ -6,6 +6,7 @@ from celery import Task, shared_task
 from django.utils import timezone
 
 from . import services
+from .reports import tasks as report_tasks  # noqa: F401  (registers reports.* with the worker)
 
 
 @shared_task(name=services.HEARTBEAT_TASK, bind=True)

@@ -1,14 +1,14 @@
-"""The demo cluster of ``make run``: inventory, tenants and the first hour of a real trace.
+"""The demo cluster of ``make run``: inventory, tenants and a real trace arriving live.
 
 Jobs come from the Pollux "realistic" workload (real submission times and requested
 GPUs, from Philly) when ``TRACES_DIR`` has it; elsewhere from a seeded generator whose
-application mix and GPU requests are those of the same eight workloads. Seeding is
+application mix and GPU requests are those of the same eight workloads. The simulated
+executor runs them under Pollux, ``DEMO_SPEEDUP`` times faster than the wall. Seeding is
 idempotent: it only adds what is missing.
 """
 
 from __future__ import annotations
 
-import logging
 import random
 import uuid
 import zlib
@@ -17,15 +17,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from scheduler.sim.traces import TraceJob, load_pollux_workload
 from scheduler.sim.workload import COMPLETION_PROGRESS, load_completion_progress
+from telemetry.schedule import sync_simulated_schedule
 
 from . import services
-from .models import Job, Node, Tenant
-
-logger = logging.getLogger(__name__)
+from .models import DemoFeed, Job, Node, Tenant
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,11 @@ class GpuType:
     model: str
     memory_mib: int
     power_limit_w: int
+    power_min_w: int  # the lowest limit NVML accepts on this board (its default and maximum: power_limit_w)
 
 
-A100 = GpuType("a100", "NVIDIA A100-SXM4-80GB", 81920, 400)
-V100 = GpuType("v100", "Tesla V100-SXM2-32GB", 32768, 300)
+A100 = GpuType("a100", "NVIDIA A100-SXM4-80GB", 81920, 400, 100)
+V100 = GpuType("v100", "Tesla V100-SXM2-32GB", 32768, 300, 150)
 NODE_TYPES = [(A100, 8), (V100, 8)]  # 16 nodes × 8 GPUs
 GPUS_PER_NODE = 8
 TENANTS = [("vision", 48, 1.0), ("language", 48, 1.0), ("research", 32, 0.5)]
@@ -53,12 +55,91 @@ REALISTIC_MIX = {
 FIRST_WINDOW_SECONDS = 3600
 
 
+# The demo runs the trace this many times faster than the wall, under an elastic policy,
+# so that an operator sees jobs start, rescale and finish within minutes.
+DEMO_SPEEDUP = 10.0
+# The trace was written for Pollux's 64 T4 GPUs; our 128 A100/V100 would sit idle at its
+# pace. Arrivals come this many times faster still, so GPUs are contended and rescaled.
+DEMO_LOAD = 6.0
+DEMO_POLICY = "pollux"
+FEED_TASK = "scheduler.feed_demo"
+FEED_SCHEDULE_NAME = "demo-feed"
+FEED_EVERY_SECONDS = 30
+MAX_JOBS_PER_FEED = 50
+ELASTIC_CAP = 32  # after a long stop the demo catches up gradually, not in one flood
+
+
 def seed_demo(traces_dir: Path, now: datetime, seed: int = 0) -> dict[str, int]:
-    """Create the demo inventory, tenants and jobs; returns what was added."""
+    """Create the demo inventory, tenants, scheduler settings and arrivals; returns what was added.
+
+    The arrivals replay a trace (``DemoFeed``) whose first hour is submitted at once,
+    already compressed ``DEMO_SPEEDUP × DEMO_LOAD`` times; beat's ``feed_demo`` submits the rest as
+    the clock reaches them, looping the trace so the demo cluster never runs dry.
+    """
     nodes = _seed_inventory()
     tenants = _seed_tenants()
-    jobs = 0 if Job.objects.exists() else _seed_jobs(traces_dir, now, seed)
+    sync_simulated_schedule()  # no node agents here: beat simulates every GPU's telemetry
+    jobs = 0
+    if not DemoFeed.objects.exists() and not Job.objects.exists():
+        trace = _trace_file(traces_dir)
+        arrivals = DEMO_SPEEDUP * DEMO_LOAD
+        started = now - timedelta(seconds=FIRST_WINDOW_SECONDS / arrivals)
+        DemoFeed.objects.create(trace=str(trace or GENERATOR), started_at=started, speedup=arrivals)
+        _configure_demo_scheduler()
+        jobs = feed_demo(traces_dir, now, seed, limit=None)
     return {"nodes": nodes, "tenants": tenants, "jobs": jobs}
+
+
+GENERATOR = "generator"
+
+
+def _trace_file(traces_dir: Path) -> Path | None:
+    workload = traces_dir / "pollux" / "workloads-realistic" / "workload-1.csv"
+    return workload if workload.exists() else None
+
+
+def _configure_demo_scheduler() -> None:
+    from .schedule import update_settings
+
+    update_settings(
+        policy=DEMO_POLICY, round_seconds=settings.DEMO_ROUND_SECONDS, simulated_speedup=DEMO_SPEEDUP
+    )
+    every, _ = IntervalSchedule.objects.get_or_create(every=FEED_EVERY_SECONDS, period=IntervalSchedule.SECONDS)
+    PeriodicTask.objects.update_or_create(
+        name=FEED_SCHEDULE_NAME, defaults={"task": FEED_TASK, "interval": every, "args": "[]"}
+    )
+
+
+def feed_demo(traces_dir: Path, now: datetime, seed: int = 0, limit: int | None = MAX_JOBS_PER_FEED) -> int:
+    """Submit the demo trace's jobs whose (sped-up) arrival time has come; returns how many."""
+    with transaction.atomic():
+        feed = DemoFeed.objects.select_for_update().first()
+        if feed is None:
+            return 0
+        trace, progress = _demo_trace(traces_dir, feed.trace, seed)
+        span = trace[-1].submit_seconds + 60.0  # one loop of the trace, in trace seconds
+        elapsed = (now - feed.started_at).total_seconds() * feed.speedup
+        tenants = {tenant.name: tenant for tenant in Tenant.objects.all()}
+        added = 0
+        while limit is None or added < limit:
+            loop, job = divmod(feed.submitted, len(trace))
+            arrival = loop * span + trace[job].submit_seconds
+            if arrival >= elapsed:  # the first hour is [0, 3600): an arrival exactly now waits
+                break
+            at = feed.started_at + timedelta(seconds=arrival / feed.speedup)
+            _submit(trace[job], loop, tenants[_tenant_for(trace[job].name)], progress[trace[job].application], at)
+            feed.submitted, added = feed.submitted + 1, added + 1
+        feed.save(update_fields=["submitted"])
+    return added
+
+
+def _demo_trace(traces_dir: Path, trace: str, seed: int) -> tuple[list[TraceJob], Mapping[str, float]]:
+    progress: Mapping[str, float]
+    if trace != GENERATOR and Path(trace).exists():
+        jobs, progress = load_pollux_workload(Path(trace)), load_completion_progress(traces_dir)
+    else:
+        jobs, progress = generate_jobs(seed), COMPLETION_PROGRESS
+    return sorted(jobs, key=lambda job: (job.submit_seconds, job.name)), progress
 
 
 def _seed_inventory() -> int:
@@ -75,7 +156,9 @@ def _seed_inventory() -> int:
 def _gpu_spec(hostname: str, index: int, gpu_type: GpuType) -> services.GpuSpec:
     # Stable UUIDs so that re-seeding updates rather than duplicates.
     stable = uuid.uuid5(uuid.NAMESPACE_DNS, f"{hostname}.gpu{index}.cluster-ops.demo")
-    return services.GpuSpec(index, f"GPU-{stable}", gpu_type.model, gpu_type.memory_mib, gpu_type.power_limit_w)
+    limit = gpu_type.power_limit_w
+    return services.GpuSpec(index, f"GPU-{stable}", gpu_type.model, gpu_type.memory_mib, limit,
+                            power_min_w=gpu_type.power_min_w, power_max_w=limit, power_default_w=limit)
 
 
 def _seed_tenants() -> int:
@@ -88,30 +171,16 @@ def _seed_tenants() -> int:
     return created
 
 
-def _seed_jobs(traces_dir: Path, now: datetime, seed: int) -> int:
-    workload = traces_dir / "pollux" / "workloads-realistic" / "workload-1.csv"
-    progress: Mapping[str, float]
-    if workload.exists():
-        trace, progress = load_pollux_workload(workload), load_completion_progress(traces_dir)
-        logger.info("demo jobs from %s", workload)
-    else:
-        trace, progress = generate_jobs(seed), COMPLETION_PROGRESS
-        logger.info("demo jobs from the seeded generator (%s not found)", workload)
-    first_hour = [job for job in trace if job.submit_seconds < FIRST_WINDOW_SECONDS]
-    start = now - timedelta(seconds=FIRST_WINDOW_SECONDS)
-    tenants = {tenant.name: tenant for tenant in Tenant.objects.all()}
-    with transaction.atomic():
-        for job in first_hour:
-            _submit(job, tenants[_tenant_for(job.name)], progress[job.application], start)
-    return len(first_hour)
-
-
-def _submit(job: TraceJob, tenant: Tenant, total_work: float, start: datetime) -> None:
+def _submit(job: TraceJob, loop: int, tenant: Tenant, total_work: float, at: datetime) -> None:
     services.submit_job(
-        tenant=tenant, name=job.name, workload_profile=job.application, total_work=total_work,
-        # The user's request is the upper bound; a single-GPU request stays rigid.
-        min_gpus=1, max_gpus=job.num_gpus, submitted_at=start + timedelta(seconds=job.submit_seconds),
+        tenant=tenant, name=job.name if loop == 0 else f"{job.name}~{loop}", workload_profile=job.application,
+        total_work=total_work, min_gpus=1, max_gpus=elastic_limit(job.num_gpus), submitted_at=at,
     )
+
+
+def elastic_limit(requested: int) -> int:
+    """Every demo job is elastic, as in Pollux's evaluation: from 1 GPU up to 4× its request (≤ 32)."""
+    return min(4 * requested, ELASTIC_CAP)
 
 
 def _tenant_for(job_name: str) -> str:

@@ -76,6 +76,12 @@ class Gpu(models.Model):
     model = models.CharField(max_length=100, help_text="e.g. NVIDIA A100-SXM4-80GB")
     memory_mib = models.PositiveIntegerField("memory (MiB)")
     power_limit_w = models.PositiveIntegerField("power limit (W)")
+    power_min_w = models.PositiveIntegerField("lowest settable limit (W)", null=True, blank=True)
+    power_max_w = models.PositiveIntegerField("highest settable limit (W)", null=True, blank=True)
+    power_default_w = models.PositiveIntegerField("default limit (W)", null=True, blank=True)
+    mig_parent_uuid = models.CharField(
+        "MIG parent UUID", max_length=64, blank=True, help_text="for a MIG instance: its physical GPU"
+    )
     health = models.CharField(max_length=10, choices=GpuHealth.choices, default=GpuHealth.OK)
     health_changed_at = models.DateTimeField(null=True, blank=True)
 
@@ -186,6 +192,10 @@ class Job(models.Model):
     fitted_model = models.JSONField(
         null=True, blank=True, help_text="goodput model refitted from the job's own reports"
     )
+    client_key = models.CharField(
+        max_length=255, blank=True, default="",
+        help_text="the submitting client's idempotency key: a retried submission returns this job",
+    )
 
     objects = JobQuerySet.as_manager()
 
@@ -210,6 +220,10 @@ class Job(models.Model):
                 condition=Q(attained_gpu_seconds__gte=0), name="job_attained_gpu_seconds_non_negative"
             ),
             models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
+            models.UniqueConstraint(
+                fields=["tenant", "client_key"], condition=~Q(client_key=""), name="job_client_key_unique_per_tenant",
+                violation_error_message="This tenant already has a job with this idempotency key.",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -243,6 +257,8 @@ class Allocation(models.Model):
                 name="allocation_ends_after_start",
             ),
         ]
+        # Who held this GPU at time t (telemetry attributes every sample to a job).
+        indexes = [models.Index(fields=["gpu", "ended_at"])]
 
     def __str__(self) -> str:
         return f"{self.job} on {self.gpu}"
@@ -496,3 +512,18 @@ class Lease(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} held by {self.holder or 'nobody'}"
+
+
+class DemoFeed(models.Model):
+    """The demo cluster's arrivals: a trace replayed in a loop, ``speedup`` times faster than the wall."""
+
+    trace = models.CharField(max_length=500, help_text="the trace file, or 'generator'")
+    started_at = models.DateTimeField(help_text="wall time of the trace's time zero")
+    speedup = models.FloatField(default=1.0, validators=[MinValueValidator(0.001)])
+    submitted = models.PositiveIntegerField(default=0, help_text="trace jobs submitted so far, over all loops")
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(speedup__gt=0), name="demofeed_speedup_positive")]
+
+    def __str__(self) -> str:
+        return f"{self.trace} ×{self.speedup:g}, {self.submitted} submitted"

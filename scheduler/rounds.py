@@ -26,6 +26,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from .bulk import update_many
 from .core.cycle import Action, CycleResult, Decision, run_cycle
 from .core.fitted_profiles import FITTED_PROFILES
 from .core.goodput import GoodputModel
@@ -314,10 +315,7 @@ def _update_jobs(applied: Sequence[Decision], now: datetime) -> None:
             job.accounted_at = now
         if decision.action == Action.RESCALE or (decision.action == Action.START and job.progress > 0):
             job.restarts += 1  # it reloads its checkpoint
-    Job.objects.bulk_update(
-        jobs.values(), ["state", "generation", "pending_reason", "started_at", "accounted_at", "restarts"],
-        batch_size=500,
-    )
+    update_many(Job, ["state", "generation", "pending_reason", "started_at", "accounted_at", "restarts"], jobs.values())
 
 
 _EVENT_KIND = {
@@ -337,7 +335,7 @@ def _store_pending_reasons(decisions: Iterable[Decision], stored: Mapping[str, s
     """Keep each waiting job's "why am I pending" current; only rows whose reason changed are written."""
     changed = [Job(pk=int(d.job_id), pending_reason=d.reason[:255]) for d in decisions
                if d.action == Action.WAIT and stored.get(d.job_id) != d.reason[:255]]
-    Job.objects.bulk_update(changed, ["pending_reason"], batch_size=500)
+    update_many(Job, ["pending_reason"], changed)
 
 
 def _chunks(items: list[int], size: int = 500) -> Iterable[list[int]]:

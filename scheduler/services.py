@@ -42,6 +42,11 @@ class GpuSpec:
     model: str
     memory_mib: int
     power_limit_w: int
+    # What NVML says of power limits (None: not known or not supported), and a MIG instance's GPU.
+    power_min_w: int | None = None
+    power_max_w: int | None = None
+    power_default_w: int | None = None
+    mig_parent_uuid: str = ""
 
 
 # --- jobs ---------------------------------------------------------------------------
@@ -86,7 +91,7 @@ def cancel_job(job: Job, *, actor: Actor = None, reason: str = "cancelled by ope
         now = timezone.now()
         released = _release_gpus(job, now)
         job.state, job.finished_at = JobState.CANCELLED, now
-        job.save(update_fields=["state", "finished_at"])
+        job.save(update_fields=["state", "finished_at", "generation"])
         _record(job, RescaleKind.CANCEL, released, 0, reason, actor, now)
     return job
 
@@ -103,7 +108,7 @@ def requeue_job(job: Job, *, actor: Actor = None, reason: str = "requeued by ope
         now = timezone.now()
         released = _release_gpus(job, now)
         job.state, job.finished_at = JobState.PENDING, None
-        job.save(update_fields=["state", "finished_at"])
+        job.save(update_fields=["state", "finished_at", "generation"])
         _record(job, RescaleKind.REQUEUE, released, 0, reason, actor, now)
     return job
 
@@ -158,8 +163,15 @@ def _require_transition(job: Job, state: str) -> None:
 
 
 def _release_gpus(job: Job, now: datetime) -> int:
-    """Close the job's open allocations; returns how many GPUs it held."""
-    return Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=now)
+    """Close the job's open allocations; returns how many GPUs it held.
+
+    A job that held GPUs moves to a new generation, so the executor is told to stop it
+    (``scheduler.executors``); the caller saves the job.
+    """
+    released = Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=now)
+    if released:
+        job.generation += 1
+    return released
 
 
 def _record_settings_change(job: Job, reason: str, actor: Actor) -> None:
@@ -219,6 +231,8 @@ def _upsert_gpu(node: Node, spec: GpuSpec) -> Gpu:
     gpu = Gpu.objects.filter(uuid=spec.uuid).first() or Gpu(uuid=spec.uuid)
     gpu.node, gpu.index, gpu.model = node, spec.index, spec.model
     gpu.memory_mib, gpu.power_limit_w = spec.memory_mib, spec.power_limit_w
+    gpu.power_min_w, gpu.power_max_w = spec.power_min_w, spec.power_max_w
+    gpu.power_default_w, gpu.mig_parent_uuid = spec.power_default_w, spec.mig_parent_uuid
     gpu.full_clean()
     gpu.save()
     return gpu

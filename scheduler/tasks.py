@@ -1,8 +1,11 @@
 """Celery tasks of the scheduler: thin wrappers around ``scheduler.rounds`` and ``scheduler.whatif``."""
 
 from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
 
-from . import rounds, whatif
+from . import agent, demo, rounds, whatif
+from .executors.local import APPLY_TASK, POLL_TASK
 
 
 @shared_task(name=rounds.ROUND_TASK, ignore_result=True)
@@ -22,3 +25,24 @@ def run_whatif(run_id: int) -> None:
 def finish_sweep(sweep_id: int) -> None:
     """Fill a sweep's comparison once its runs have finished (the callback of ``whatif.launch_sweep``)."""
     whatif.compare_sweep(sweep_id)
+
+
+@shared_task(name=demo.FEED_TASK, ignore_result=True)
+def feed_demo() -> int:
+    """Submit the demo trace's jobs whose arrival time has come (beat, while a demo feed exists)."""
+    return demo.feed_demo(settings.TRACES_DIR, timezone.now())
+
+
+# --- node agents (scheduler/agent.py): workers consuming node.<hostname> -------------------
+
+
+@shared_task(name=APPLY_TASK, acks_late=True, ignore_result=True)
+def node_apply(message: dict) -> str:
+    """Run this node's ranks of one launch of the local executor; a repeated or stale one is ignored."""
+    return agent.apply(message)
+
+
+@shared_task(name=POLL_TASK, ignore_result=True)
+def node_poll() -> dict[int, str]:
+    """Record in the database the jobs whose ranks on this node have finished or failed."""
+    return agent.poll()

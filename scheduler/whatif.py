@@ -55,7 +55,7 @@ LIMITS: Mapping[str, tuple[float, float]] = {
     "nodes": (1, 10_000), "gpus_per_node": (1, 64), "round_seconds": (1, 86_400), "restart_seconds": (0, 86_400),
     "power_cap_fraction": (0.1, 1.0), "load_factor": (0.01, 100.0), "seed": (0, 2**31 - 1),
     "max_jobs": (1, 10_000_000), "power_down_spares": (0, 10_000), "power_on_seconds": (0, 86_400),
-    "min_off_seconds": (0, 86_400),
+    "min_off_seconds": (0, 86_400), "pue": (1.0, 5.0), "grid_g_co2_per_kwh": (0, 5_000), "price_per_kwh": (0, 1_000),
 }
 OPTIONAL_FIELDS = frozenset({"max_jobs", "power_down_spares"})  # None: no limit / no power-down
 INTEGER_FIELDS = frozenset({"nodes", "gpus_per_node", "seed", "max_jobs", "power_down_spares"})
@@ -134,7 +134,29 @@ def _setting_errors(scenario: Scenario) -> dict[str, str]:
         errors["gpu_type"] = f"Unknown GPU type {scenario.gpu_type!r}; expected one of {', '.join(DEFAULT_SPECS)}."
     if scenario.elastic not in (None, True, False):
         errors["elastic"] = "Expected true, false or empty (the policy decides)."
+    if problem := _node_groups_problem(scenario.node_groups):
+        errors["node_groups"] = problem
+    if not isinstance(scenario.tenant_quotas, Mapping) or not all(
+        isinstance(name, str) and isinstance(quota, int) and not isinstance(quota, bool) and quota >= 0
+        for name, quota in scenario.tenant_quotas.items()
+    ):
+        errors["tenant_quotas"] = "Expected tenant names with whole numbers of GPUs ≥ 0."
     return errors
+
+
+def _node_groups_problem(groups: Any) -> str | None:
+    """What is wrong with ``Scenario.node_groups`` (``[gpu_type, gpus_per_node, nodes]`` each), or None."""
+    for group in groups if isinstance(groups, list | tuple) else [None]:
+        if not isinstance(group, list | tuple) or len(group) != 3:
+            return f"Expected [gpu_type, gpus_per_node, nodes] groups, got {group!r}."
+        kind, per_node, count = group
+        if kind not in DEFAULT_SPECS:
+            return f"Unknown GPU type {kind!r}; expected one of {', '.join(DEFAULT_SPECS)}."
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (per_node, count)) or not (
+            1 <= per_node <= LIMITS["gpus_per_node"][1] and 1 <= count <= LIMITS["nodes"][1]
+        ):
+            return f"GPUs per node and nodes must be whole numbers ≥ 1, got {group!r}."
+    return None
 
 
 # --- runs -----------------------------------------------------------------------------
@@ -220,9 +242,25 @@ def create_sweep(
     user: Actor = None, name: str = "",
 ) -> WhatIfSweep:
     """A sweep with one queued run per policy × power cap × load factor on ``base``; all or nothing."""
-    scenarios = sweep_scenarios(base, policies, power_caps, load_factors)
+    return _store_sweep(sweep_scenarios(base, policies, power_caps, load_factors), user, name)
+
+
+def create_sweep_of(scenarios: Iterable[Scenario], user: Actor = None, name: str = "") -> WhatIfSweep:
+    """A sweep of the ``scenarios`` given (e.g. a baseline and one what-if), one queued run each, in order;
+    validated first (``ValidationError`` naming the field), all or nothing. Launch it with ``launch_sweep``."""
+    scenarios = list(scenarios)
+    if not scenarios:
+        raise ValidationError({"scenarios": "Give at least one scenario."})
+    for scenario in scenarios:
+        validate_scenario(scenario)
+    return _store_sweep(scenarios, user, name)
+
+
+def _store_sweep(scenarios: list[Scenario], user: Actor, name: str) -> WhatIfSweep:
     with transaction.atomic():
-        sweep = WhatIfSweep.objects.create(name=name or f"sweep of {Path(base.trace).name}", created_by=_user(user))
+        sweep = WhatIfSweep.objects.create(
+            name=name or f"sweep of {Path(scenarios[0].trace).name}", created_by=_user(user)
+        )
         WhatIfRun.objects.bulk_create(
             WhatIfRun(scenario=scenario.as_dict(), sweep=sweep, created_by=sweep.created_by) for scenario in scenarios
         )

@@ -36,8 +36,11 @@ class AllocationAdmin(AuditAdmin):
 
 @admin.register(SchedulingRound)
 class SchedulingRoundAdmin(AuditAdmin):
-    list_display = ("id", "policy", "status", "started_at", "duration_ms", "jobs_considered", "decisions")
-    list_filter = ("status", "policy")
+    list_display = (
+        "id", "policy", "status", "started_at", "jobs_considered", "starts", "rescales", "preemptions", "finished",
+        "skipped", "snapshot_ms", "policy_ms", "write_ms", "duration_ms",
+    )
+    list_filter = ("status", "policy", "executor")
     inlines = (RescaleEventInline,)
 
 

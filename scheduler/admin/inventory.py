@@ -6,6 +6,8 @@ from django.contrib import admin
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 
+from telemetry.admin_actions import cap_power
+
 from .. import services
 from ..models import (
     Gpu,
@@ -29,7 +31,7 @@ class NodeAdmin(admin.ModelAdmin):
     list_filter = ("schedulable", "gpus__model")
     search_fields = ("hostname", "gpus__uuid")
     inlines = (GpuInline,)
-    actions = ("cordon", "uncordon")
+    actions = ("cordon", "uncordon", cap_power)
 
     @admin.action(description="Cordon selected nodes (no new allocations)")
     def cordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
@@ -65,7 +67,7 @@ class GpuAdmin(admin.ModelAdmin):
     list_filter = ("health", "node", "model")
     search_fields = ("uuid", "node__hostname", "model")
     list_select_related = ("node",)
-    actions = ("mark_ok", "mark_degraded", "mark_lost")
+    actions = ("mark_ok", "mark_degraded", "mark_lost", cap_power)
 
     @admin.action(description="Mark selected GPUs ok")
     def mark_ok(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:

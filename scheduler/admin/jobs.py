@@ -11,8 +11,10 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils.html import format_html_join
 
 from .. import services
+from ..executors import files
 from ..models import (
     Allocation,
     Job,
@@ -84,6 +86,7 @@ class JobAdmin(admin.ModelAdmin):
         (None, {"fields": ("name", "tenant", "owner", "workload_profile", "total_work")}),
         ("Scheduling", {"fields": ("min_gpus", "max_gpus", "priority")}),
         ("Status", {"fields": readonly_fields}),
+        ("Worker logs", {"fields": ("worker_logs",), "classes": ("collapse",)}),
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
@@ -105,6 +108,17 @@ class JobAdmin(admin.ModelAdmin):
     @admin.display(description="progress")
     def progress_pct(self, job: Job) -> str:
         return f"{100 * job.progress / job.total_work:.0f}%" if job.total_work else "–"
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> tuple[str, ...]:
+        return (*super().get_readonly_fields(request, obj), "worker_logs")  # in its own section, not under Status
+
+    @admin.display(description="end of each rank's log")
+    def worker_logs(self, job: Job) -> str:
+        """The local executor's rank logs (under JOB_DIR), newest generation first."""
+        tails = files.log_tails(job.pk) if job.pk else []
+        if not tails:
+            return "–"
+        return format_html_join("", '<p><strong>{}</strong></p><pre style="white-space: pre-wrap">{}</pre>', tails)
 
     def save_model(self, request: HttpRequest, obj: Job, form: forms.ModelForm, change: bool) -> None:
         if not change:

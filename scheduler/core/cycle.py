@@ -8,9 +8,10 @@ time and calls the same function. Each decision carries a reason an operator can
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import NamedTuple
 
 from .capacity import demand_fits
@@ -45,7 +46,7 @@ class CycleConfig:
 
 
 class Decision(NamedTuple):
-    """What happens to one job this round. A named tuple: a round makes one per job, so it must be cheap."""
+    """What happens to one job this round. A named tuple: a round can make hundreds, so it must be cheap."""
 
     job_id: str
     action: Action
@@ -56,14 +57,54 @@ class Decision(NamedTuple):
 
 
 @dataclass(frozen=True)
-class CycleResult:
-    decisions: Mapping[str, Decision]  # one per job of the snapshot
-    state: PolicyState  # JSON: the policy's state and the rescale history
-    wake_at: float | None = None
+class _Outcome:
+    """What a round decided for every job, kept so that ``CycleResult.decisions`` can be built when asked for."""
 
-    @property
-    def changes(self) -> list[Decision]:
-        return [d for d in self.decisions.values() if d.action not in (Action.KEEP, Action.WAIT)]
+    jobs: tuple[JobInfo, ...]  # the snapshot's, rejected ones included
+    placements: Mapping[str, tuple[str, ...]]  # job id → GPUs after the round; absent: none
+    reasons: tuple[Mapping[str, str], ...]  # job id → why, one mapping per stage: a later stage's reason wins
+    batch_sizes: Mapping[str, int]
+
+    def decide(self, job: JobInfo) -> Decision:
+        reason = next((stage[job.id] for stage in reversed(self.reasons) if job.id in stage), None)
+        return _decide(job, self.placements.get(job.id, ()), reason, self.batch_sizes.get(job.id))
+
+    def changes(self) -> tuple[Decision, ...]:
+        """Decisions for the jobs whose GPUs change, in snapshot order.
+
+        Most jobs of a round keep what they hold (placement hands back their own placement
+        tuple) or keep waiting: for them this costs one comparison, not a ``Decision``.
+        """
+        get = self.placements.get
+        return tuple(
+            self.decide(job) for job in self.jobs
+            if job.placement != get(job.id, ()) and set(job.placement) != set(get(job.id, ()))
+        )
+
+    def decisions(self, changes: Sequence[Decision]) -> dict[str, Decision]:
+        changed = {decision.job_id: decision for decision in changes}
+        return {job.id: changed[job.id] if job.id in changed else self.decide(job) for job in self.jobs}
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    """A round's answer.
+
+    ``changes`` are the decisions that move GPUs (start, rescale, preempt), in snapshot
+    order: what a driver applies. ``decisions`` has one per job of the snapshot, a KEEP or
+    WAIT with its reason for every other job; it is built on first use, because the
+    simulator never reads it and building hundreds of unchanged decisions a round was a
+    large share of a simulated round.
+    """
+
+    changes: tuple[Decision, ...]
+    state: PolicyState  # JSON: the policy's state and the rescale history
+    wake_at: float | None
+    _outcome: _Outcome = field(repr=False, compare=False)
+
+    @cached_property
+    def decisions(self) -> Mapping[str, Decision]:
+        return self._outcome.decisions(self.changes)
 
 
 class PolicyContractError(ValueError):
@@ -86,11 +127,11 @@ def run_cycle(
         counts, quota_reasons = reclaim_for_owners(admitted, counts)
         stage_reasons.update(quota_reasons)
     placed = place(admitted, counts)
-    reasons = {**result.reasons, **stage_reasons, **placed.notes, **placed.unplaced, **rejected}
-    decisions = {job.id: _decide(job, placed.placements.get(job.id, ()), reasons.get(job.id), result)
-                 for job in snap.jobs}
-    new_state = {"policy": result.state, "rescales": _record_rescales(history, decisions, snap.now)}
-    return CycleResult(decisions, new_state, result.wake_at)
+    stages = (result.reasons, stage_reasons, placed.notes, placed.unplaced, rejected)
+    outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes)
+    changes = outcome.changes()
+    new_state = {"policy": result.state, "rescales": _record_rescales(history, snap.jobs, changes, snap.now)}
+    return CycleResult(changes, new_state, result.wake_at, outcome)
 
 
 def admit(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, dict[str, str]]:
@@ -111,11 +152,13 @@ def admit(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, dict[str, str]]:
 def checked_counts(snap: ClusterSnapshot, result: PolicyResult, policy: str) -> dict[str, int]:
     """The policy's counts, after checking its contract (a broken policy must not touch the cluster)."""
     counts = dict(result.allocations)
-    ids = {job.id for job in snap.jobs}
-    if set(counts) != ids:
+    # Job ids are unique (the snapshot checks), so as many counts as jobs, each job named, is exactly the jobs.
+    if len(counts) != len(snap.jobs):
         raise PolicyContractError(f"{policy}: allocations must name exactly the snapshot's jobs")
     for job in snap.jobs:
-        gpus = counts[job.id]
+        gpus = counts.get(job.id)
+        if gpus is None:
+            raise PolicyContractError(f"{policy}: allocations must name exactly the snapshot's jobs")
         if gpus and not job.min_gpus <= gpus <= job.max_gpus:
             raise PolicyContractError(f"{policy}: job {job.id} got {gpus} GPUs, bounds {job.min_gpus}..{job.max_gpus}")
     if not demand_fits(snap, counts):
@@ -129,12 +172,14 @@ def stabilise(
     """Hold running jobs at their size when a rescale gains too little or comes too often."""
     result, reasons = dict(counts), {}
     for job in snap.jobs:
-        target = counts[job.id]
-        if not job.running or target in (0, job.gpus) or not job.min_gpus <= job.gpus <= job.max_gpus:
-            continue
+        held, target = len(job.placement), counts[job.id]
+        if not held or target in (0, held) or not job.min_gpus <= held <= job.max_gpus:
+            continue  # not a rescale (the common case), or one from outside the bounds
         hold = _hold_reason(snap, job, target, len(history.get(job.id, [])), config)
         if hold:
-            result[job.id], reasons[job.id] = job.gpus, hold
+            result[job.id], reasons[job.id] = held, hold
+    if not reasons:
+        return result, reasons
     return _undo_holds_over_capacity(snap, counts, result, reasons)
 
 
@@ -162,7 +207,7 @@ def _undo_holds_over_capacity(
     return held, reasons
 
 
-def _decide(job: JobInfo, gpus: tuple[str, ...], reason: str | None, result: PolicyResult) -> Decision:
+def _decide(job: JobInfo, gpus: tuple[str, ...], reason: str | None, batch_size: int | None) -> Decision:
     previous = job.placement
     if not previous and not gpus:
         action, default = Action.WAIT, "waiting for GPUs"
@@ -174,7 +219,7 @@ def _decide(job: JobInfo, gpus: tuple[str, ...], reason: str | None, result: Pol
         action, default = Action.KEEP, f"keeps {len(gpus)} GPUs"
     else:
         action, default = Action.RESCALE, _rescale_text(previous, gpus)
-    return Decision(job.id, action, gpus, previous, reason or default, result.batch_sizes.get(job.id))
+    return Decision(job.id, action, gpus, previous, reason or default, batch_size)
 
 
 def _rescale_text(previous: tuple[str, ...], gpus: tuple[str, ...]) -> str:
@@ -188,9 +233,15 @@ def _recent_rescales(history: Mapping[str, list[float]], now: float) -> dict[str
     return {job: times for job, times in recent.items() if times}
 
 
-def _record_rescales(history: Mapping[str, list[float]], decisions: Mapping[str, Decision], now: float) -> dict:
-    recorded = {job: list(times) for job, times in history.items() if job in decisions}
-    for decision in decisions.values():
+def _record_rescales(
+    history: Mapping[str, list[float]], jobs: Sequence[JobInfo], changes: Sequence[Decision], now: float
+) -> dict[str, list[float]]:
+    """Rescale times to remember: the last hour's of the snapshot's jobs (others are gone), plus this round's."""
+    recorded: dict[str, list[float]] = {}
+    if history:  # empty unless a job rescaled in the last hour: never under a rigid policy
+        present = {job.id for job in jobs}
+        recorded = {job: list(times) for job, times in history.items() if job in present}
+    for decision in changes:
         if decision.action == Action.RESCALE:
             recorded.setdefault(decision.job_id, []).append(now)
     return recorded

@@ -14,8 +14,10 @@ Nodes are kept in buckets by free-GPU count, so each choice costs O(GPUs per nod
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from .types import ClusterSnapshot, JobInfo
 
@@ -31,47 +33,46 @@ class _FreeGpus:
     """Free GPU ids per node, with nodes bucketed by GPU type and free count.
 
     Starts from the index's all-free buckets (copied in C) and re-files only the nodes
-    where kept GPUs are taken: a round touches few of a large cluster's nodes.
+    where kept GPUs are taken, by count: a node's list of free GPUs is made the first time
+    a job draws from it, which few of a large cluster's nodes are in a round. Nodes are
+    re-filed in the order of the kept GPUs, so equal choices do not depend on hashing.
     """
 
-    def __init__(self, snap: ClusterSnapshot, taken: set[str]) -> None:
+    def __init__(self, snap: ClusterSnapshot, kept: Iterable[Sequence[str]]) -> None:
         index = snap.index
         self.type_of, self._usable = index.node_type, index.usable_by_node
         self.buckets = {t: {size: dict(nodes) for size, nodes in by_size.items()}
                         for t, by_size in index.free_buckets.items()}
         self.totals = dict(index.usable_by_type)
-        self._free: dict[str, list[str]] = {}  # nodes whose free GPUs differ from all their usable ones
-        for node in {index.node_of[gpu] for gpu in taken}:
-            self._unfile(node)
-            self._free[node] = [gpu for gpu in self._usable[node] if gpu not in taken]
-            self._file(node, len(self._free[node]))
+        held = list(chain.from_iterable(kept))
+        self._taken = set(held)
+        self._count: dict[str, int] = {}  # free GPUs of the nodes where that differs from their usable ones
+        self._free: dict[str, list[str]] = {}  # the free GPU ids of the nodes drawn from so far
+        for node, taken in Counter(map(index.node_of.__getitem__, held)).items():
+            self._refile(node, len(self._usable[node]) - taken)
 
     def free(self, node: str) -> list[str]:
         if node not in self._free:
-            self._free[node] = list(self._usable[node])
+            self._free[node] = [gpu for gpu in self._usable[node] if gpu not in self._taken]
         return self._free[node]
 
-    def _file(self, node: str, count: int) -> None:
-        gpu_type = self.type_of[node]
-        self.buckets.setdefault(gpu_type, {}).setdefault(count, {})[node] = None
-        self.totals[gpu_type] = self.totals.get(gpu_type, 0) + count
-
-    def _unfile(self, node: str) -> None:
-        gpu_type, count = self.type_of[node], len(self.free(node))
-        del self.buckets[gpu_type][count][node]
-        self.totals[gpu_type] -= count
+    def _refile(self, node: str, count: int) -> None:
+        """Move the node to the bucket of ``count`` free GPUs."""
+        gpu_type, before = self.type_of[node], self._count.get(node, len(self._usable[node]))
+        del self.buckets[gpu_type][before][node]
+        self.buckets[gpu_type].setdefault(count, {})[node] = None
+        self.totals[gpu_type] += count - before
+        self._count[node] = count
 
     def take(self, node: str, count: int) -> list[str]:
-        self._unfile(node)
         free = self.free(node)
-        taken, self._free[node] = free[:count], free[count:]
-        self._file(node, len(self._free[node]))
-        return taken
+        self._free[node] = free[count:]
+        self._refile(node, len(self._free[node]))
+        return free[:count]
 
     def put_back(self, node: str, gpus: Iterable[str]) -> None:
-        self._unfile(node)
         self._free[node] = self.free(node) + list(gpus)
-        self._file(node, len(self._free[node]))
+        self._refile(node, len(self._free[node]))
 
     def total(self, types: Iterable[str]) -> int:
         return sum(self.totals.get(t, 0) for t in types)
@@ -94,47 +95,56 @@ class _FreeGpus:
 
 def place(snap: ClusterSnapshot, targets: Mapping[str, int]) -> PlacementResult:
     """Concrete GPUs for every job with a positive target count."""
-    jobs = {job.id: job for job in snap.jobs}
-    node_of, usable, type_of = snap.index.node_of, snap.index.usable, snap.index.type_of
-    kept = {jid: _kept_gpus(jobs[jid], count, usable, node_of, type_of) for jid, count in targets.items() if count}
-    if all(len(kept[jid]) == targets[jid] for jid in kept):  # nobody needs new GPUs: no pool to build
-        return PlacementResult({jid: tuple(gpus) for jid, gpus in kept.items()}, {}, {})
-    pool = _FreeGpus(snap, {gpu for ids in kept.values() for gpu in ids})
-    placements: dict[str, tuple[str, ...]] = {}
-    unplaced: dict[str, str] = {}
-    notes: dict[str, str] = {}
-    for jid in sorted(kept, key=lambda j: (-targets[j], jobs[j].submit_time, j)):
-        job, need = jobs[jid], targets[jid] - len(kept[jid])
-        extra = _grow(pool, job, kept[jid], need, node_of) if need else []
+    index = snap.index
+    kept: dict[str, tuple[str, ...]] = {}  # job id → GPUs it keeps, for every job with a target
+    growing: list[JobInfo] = []  # jobs that need GPUs beyond those they keep
+    for job in snap.jobs:
+        count = targets.get(job.id, 0)
+        if not count:
+            continue
+        if count == len(job.placement) and job.gpu_type is None and index.usable.issuperset(job.placement):
+            kept[job.id] = job.placement  # the common case, inline: it keeps what it holds and needs no more
+            continue
+        kept[job.id] = _kept_gpus(job, count, index.usable, index.node_of, index.type_of)
+        if len(kept[job.id]) < count:
+            growing.append(job)
+    if not growing:  # nobody needs new GPUs: no pool to build
+        return PlacementResult(kept, {}, {})
+    # Only growing jobs draw from the pool, so only they need placing in order; the others keep theirs.
+    pool = _FreeGpus(snap, kept.values())
+    placements, unplaced, notes = dict(kept), {}, {}
+    for job in sorted(growing, key=lambda j: (-targets[j.id], j.submit_time, j.id)):
+        have, need = kept[job.id], targets[job.id] - len(kept[job.id])
+        extra = _grow(pool, job, have, need, index.node_of)
         if extra is not None:
-            placements[jid] = tuple(kept[jid]) + tuple(extra)
-        elif len(kept[jid]) >= job.min_gpus:  # could not grow: keep running as it is
-            placements[jid] = tuple(kept[jid])
-            notes[jid] = f"kept {len(kept[jid])} GPUs: {_why_unplaced(pool, job, need)}"
+            placements[job.id] = have + tuple(extra)
+        elif len(have) >= job.min_gpus:  # could not grow: keep running as it is
+            notes[job.id] = f"kept {len(have)} GPUs: {_why_unplaced(pool, job, need)}"
         else:
-            unplaced[jid] = _why_unplaced(pool, job, need)
-            _put_back(pool, kept[jid], node_of)
+            unplaced[job.id] = _why_unplaced(pool, job, need)
+            del placements[job.id]
+            _put_back(pool, have, index.node_of)
     return PlacementResult(placements, unplaced, notes)
 
 
 def _kept_gpus(
     job: JobInfo, count: int, usable: frozenset[str], node_of: Mapping[str, str], type_of: Mapping[str, str]
-) -> list[str]:
+) -> tuple[str, ...]:
     """The GPUs ``job`` keeps: its usable ones (of its type), fullest nodes first, at most ``count``."""
     if count >= len(job.placement) and usable.issuperset(job.placement) and (
         job.gpu_type is None or all(type_of[gpu] == job.gpu_type for gpu in job.placement)
     ):
-        return list(job.placement)  # the common case: it keeps everything it holds
+        return job.placement  # the common case: it keeps everything it holds (the round sees it unchanged)
     per_node: dict[str, list[str]] = {}
     for gpu in job.placement:
         if gpu in usable and (job.gpu_type is None or type_of[gpu] == job.gpu_type):
             per_node.setdefault(node_of[gpu], []).append(gpu)
     ordered = sorted(per_node.values(), key=lambda ids: (-len(ids), ids[0]))
-    return [gpu for ids in ordered for gpu in ids][:count]
+    return tuple(gpu for ids in ordered for gpu in ids)[:count]
 
 
 def _grow(
-    pool: _FreeGpus, job: JobInfo, kept: list[str], need: int, node_of: Mapping[str, str]
+    pool: _FreeGpus, job: JobInfo, kept: Sequence[str], need: int, node_of: Mapping[str, str]
 ) -> list[str] | None:
     """``need`` more GPUs for ``job``: on its own nodes first, then packed; None if impossible."""
     own_nodes = sorted({node_of[gpu] for gpu in kept})
@@ -172,7 +182,7 @@ def _pack(pool: _FreeGpus, types: list[str], need: int) -> list[str] | None:
     return taken
 
 
-def _put_back(pool: _FreeGpus, gpus: list[str], node_of: Mapping[str, str]) -> None:
+def _put_back(pool: _FreeGpus, gpus: Iterable[str], node_of: Mapping[str, str]) -> None:
     per_node: dict[str, list[str]] = {}
     for gpu in gpus:
         per_node.setdefault(node_of[gpu], []).append(gpu)

@@ -65,14 +65,13 @@ def reclaim_for_owners(snap: ClusterSnapshot, counts: Mapping[str, int]) -> tupl
 
 def _someone_owed(snap: ClusterSnapshot, counts: Mapping[str, int], quotas: Mapping[str, int]) -> bool:
     """Whether any waiting job would fit in what its tenant is still owed (the common answer is no)."""
-    if not quotas:
+    waiting = [job for job in snap.jobs if counts[job.id] == 0 and job.tenant in quotas]
+    if not waiting:  # the common case: every job of a tenant with a quota runs
         return False
     usage: Counter[str] = Counter()
     for job in snap.jobs:
         usage[job.tenant] += counts[job.id]
-    return any(
-        counts[job.id] == 0 and job.min_gpus <= quotas.get(job.tenant, 0) - usage[job.tenant] for job in snap.jobs
-    )
+    return any(job.min_gpus <= quotas[job.tenant] - usage[job.tenant] for job in waiting)
 
 
 def _reclaim_plan(

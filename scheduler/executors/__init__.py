@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar, Protocol
 
+from django.db.models import Count
+
+from scheduler.bulk import db_datetime, update_many, update_where
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import Allocation, Job, RescaleEvent, RescaleKind, SchedulerSettings
 
@@ -58,14 +61,10 @@ class Executor(Protocol):
         ...
 
 
-def acknowledge(launches: Iterable[Launch]) -> int:
+def acknowledge(launches: Iterable[Launch]) -> None:
     """Record that the executor acted on these launches (never moves a job's generation back)."""
-    done = 0
-    for launch in launches:
-        done += Job.objects.filter(pk=launch.job_id, launched_generation__lt=launch.generation).update(
-            launched_generation=launch.generation
-        )
-    return done
+    update_where(Job, ["launched_generation"], "id = %s AND launched_generation < %s",
+                 [(launch.generation, launch.job_id, launch.generation) for launch in launches])
 
 
 def finish_jobs(jobs: Sequence[Job], at: Mapping[int, datetime], state: str, reason: str) -> None:
@@ -74,15 +73,20 @@ def finish_jobs(jobs: Sequence[Job], at: Mapping[int, datetime], state: str, rea
     Their allocations close and an event says why; the generation moves on so that the
     executor is told to stop whatever still runs.
     """
-    kind = RescaleKind.FINISH
-    for job in jobs:
-        held = Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=at[job.pk])
-        job.state, job.finished_at, job.generation = state, at[job.pk], job.generation + 1
-        RescaleEvent.objects.create(job=job, at=at[job.pk], kind=kind, from_gpus=held, to_gpus=0, reason=reason)
-    Job.objects.bulk_update(
-        jobs, ["state", "finished_at", "generation", "progress", "attained_gpu_seconds", "accounted_at"],
-        batch_size=500,
+    if not jobs:
+        return
+    open_rows = Allocation.objects.filter(job__in=jobs, ended_at__isnull=True)
+    held = dict(open_rows.values("job").annotate(gpus=Count("pk")).values_list("job", "gpus"))
+    update_where(Allocation, ["ended_at"], "job_id = %s AND ended_at IS NULL",
+                 [(db_datetime(at[job.pk]), job.pk) for job in jobs])
+    RescaleEvent.objects.bulk_create(
+        RescaleEvent(job=job, at=at[job.pk], kind=RescaleKind.FINISH, from_gpus=held.get(job.pk, 0), to_gpus=0,
+                     reason=reason)
+        for job in jobs
     )
+    for job in jobs:
+        job.state, job.finished_at, job.generation = state, at[job.pk], job.generation + 1
+    update_many(Job, ["state", "finished_at", "generation", "progress", "attained_gpu_seconds", "accounted_at"], jobs)
 
 
 def get_executor(config: SchedulerSettings) -> Executor:

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from django.db import transaction
 
+from scheduler.bulk import db_datetime, update_many, update_where
 from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, JobInfo
 from scheduler.models import ACTIVE_STATES, Job, JobState
@@ -44,10 +45,8 @@ class SimulatedExecutor:
                     finished[job.pk] = done_at
                 else:
                     later[info.id] = info.progressed(job.progress, job.attained_gpu_seconds)
-            Job.objects.bulk_update(
-                [job for job in jobs if job.pk not in finished],
-                ["progress", "attained_gpu_seconds", "accounted_at", "state"], batch_size=500,
-            )
+            update_many(Job, ["progress", "attained_gpu_seconds", "accounted_at", "state"],
+                        [job for job in jobs if job.pk not in finished])
             finish_jobs([job for job in jobs if job.pk in finished], finished, JobState.SUCCEEDED,
                         "finished: all its work is done")
         kept = tuple(later.get(job.id, job) for job in snap.jobs if int(job.id) not in finished)
@@ -75,12 +74,10 @@ class SimulatedExecutor:
 
     def launch(self, launches: Sequence[Launch], now: datetime) -> None:
         """Nothing to start: a (re)started job only pays its restart delay before it progresses."""
-        delay = timedelta(seconds=self.restart_seconds / self.speedup)
+        restart_until = db_datetime(now + timedelta(seconds=self.restart_seconds / self.speedup))
         with transaction.atomic():
-            for launch in launches:
-                current = Job.objects.filter(pk=launch.job_id, generation=launch.generation)
-                if launch.gpus and launch.restart:
-                    current.update(restart_until=now + delay)
-                elif launch.gpus:
-                    current.update(restart_until=None)
+            update_where(Job, ["restart_until"], "id = %s AND generation = %s", [
+                (restart_until if launch.restart else None, launch.job_id, launch.generation)
+                for launch in launches if launch.gpus
+            ])
             acknowledge(launches)

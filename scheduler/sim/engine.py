@@ -29,6 +29,7 @@ from scheduler.core.policy import Policy
 from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, JobInfo, NodeInfo, PolicyState, TenantInfo
 
+from .metrics import fair_share_seconds
 from .powerdown import NodePower, PowerDownConfig
 from .records import JobOutcome, SimulationResult, WorkloadJob
 from .usage import UsageRecorder
@@ -53,7 +54,7 @@ class SimConfig:
             raise ValueError(f"speed_factor must be in (0, 1], got {self.speed_factor}")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     """A job's mutable state inside one simulation."""
 
@@ -77,11 +78,43 @@ class _Run:
     running_info: JobInfo | None = None  # built once per allocation; each round only advances its progress
 
     def progress_now(self, now: float) -> float:
-        training_since = max(self.progress_at, self.restart_until)
-        return self.progress + self.rate * max(0.0, now - training_since)
+        """Work done by ``now``, at most the job's total; none accrues during a restart delay.
+
+        ``min`` and ``max`` written as comparisons, same results: this runs for every
+        running job every round, and the builtins cost as much as the rest of it.
+        """
+        since = self.restart_until if self.restart_until > self.progress_at else self.progress_at
+        done = self.progress + self.rate * (now - since) if now > since else self.progress
+        total = self.spec.total_work
+        return total if total < done else done
 
     def attained_now(self, now: float) -> float:
         return self.gpu_seconds + len(self.gpus) * (now - self.held_since)
+
+    def info(self, now: float) -> JobInfo:
+        """The job as a policy sees it at ``now``.
+
+        A waiting job's ``JobInfo`` does not change, and a running one's changes only in
+        progress and attained GPU-time: each is built once per wait or allocation, then
+        advanced. Every active job passes here every round, hence the cache.
+        """
+        if not self.gpus:
+            if self.waiting_info is None:
+                self.waiting_info = self.job_info(now)
+            return self.waiting_info
+        if self.running_info is None:
+            self.running_info = self.job_info(now)
+        return self.running_info.progressed(self.progress_now(now), self.attained_now(now))
+
+    def job_info(self, now: float) -> JobInfo:
+        spec = self.spec
+        return JobInfo(
+            id=spec.id, tenant=spec.tenant, submit_time=spec.submit_time, min_gpus=spec.min_gpus,
+            max_gpus=spec.max_gpus, total_work=spec.total_work,
+            progress=self.progress_now(now), profile=spec.profile,
+            gpu_type=spec.gpu_type, placement=self.gpus, attained_gpu_seconds=self.attained_now(now),
+            restarts=self.restarts, batch_size=spec.batch_size,
+        )
 
     def finish_eta(self) -> float:
         remaining = self.spec.total_work - self.progress
@@ -236,9 +269,11 @@ class _Engine:
         return self.running < len(self.active) or self.growable > 0
 
     def _snapshot(self) -> ClusterSnapshot:
-        jobs = tuple(self._info(run) for run in self.active.values())
+        now = self.now
+        jobs = tuple(run.info(now) for run in self.active.values())
         nodes = self.power.view if self.power else self.nodes
-        return ClusterSnapshot(self.now, nodes, jobs, self.tenants, self.static.profiles)
+        # Unchecked: ids were checked once, in __init__, and jobs hold only GPUs run_cycle placed.
+        return ClusterSnapshot(self.now, nodes, jobs, self.tenants, self.static.profiles, check=False)
 
     def _plan_power(self) -> None:
         """Node power-down what-if: switch nodes on for waiting jobs, idle ones beyond the spares off."""
@@ -251,26 +286,6 @@ class _Engine:
             self._request_decision(ready)
         off = set(self.power.off_since)
         self.usage.off = Counter(self.type_of[gpu.id] for node in self.nodes if node.name in off for gpu in node.gpus)
-
-    def _info(self, run: _Run) -> JobInfo:
-        if run.gpus:
-            if run.running_info is None:
-                run.running_info = self._job_info(run)
-            progress = min(run.progress_now(self.now), run.spec.total_work)
-            return run.running_info.progressed(progress, run.attained_now(self.now))
-        if run.waiting_info is None:
-            run.waiting_info = self._job_info(run)
-        return run.waiting_info
-
-    def _job_info(self, run: _Run) -> JobInfo:
-        spec = run.spec
-        return JobInfo(
-            id=spec.id, tenant=spec.tenant, submit_time=spec.submit_time, min_gpus=spec.min_gpus,
-            max_gpus=spec.max_gpus, total_work=spec.total_work,
-            progress=min(run.progress_now(self.now), spec.total_work), profile=spec.profile,
-            gpu_type=spec.gpu_type, placement=run.gpus, attained_gpu_seconds=run.attained_now(self.now),
-            restarts=run.restarts, batch_size=spec.batch_size,
-        )
 
     def _apply(self, run: _Run, decision: Decision) -> None:
         self._release(run)
@@ -298,14 +313,14 @@ class _Engine:
         self.growable += len(gpus) < run.spec.max_gpus
         self.usage.hold(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
         nodes = len({self.node_of[gpu] for gpu in gpus})
-        info = self._job_info(run)
+        info = run.job_info(self.now)
         run.rate = job_speed(info, self.static, len(gpus), nodes, batch_size) * self.config.speed_factor
         run.version += 1
         heapq.heappush(self.completions, (run.finish_eta(), run.version, run.spec.id))
 
     def _release(self, run: _Run) -> None:
         """Bank the job's progress and GPU-time up to now and take its GPUs away."""
-        run.progress = min(run.progress_now(self.now), run.spec.total_work)
+        run.progress = run.progress_now(self.now)
         run.gpu_seconds = run.attained_now(self.now)
         if run.gpus:
             self.usage.release(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
@@ -343,8 +358,6 @@ class _Engine:
         end = run.finish_time if run.finish_time is not None else self.now
         lived = end - run.spec.submit_time
         contention = (self.active_integral - run.active_integral_at_submit) / lived if lived > 0 else 1.0
-        share = self.static.total_gpus / max(contention, 1.0)
-        info = self._job_info(run)
-        gpus = min(run.spec.max_gpus, max(run.spec.min_gpus, math.floor(share)))
-        speed = job_speed(info, self.static, gpus) * min(1.0, share / gpus)  # a share below min_gpus time-shares
-        return run.spec.total_work / speed if speed > 0 else math.inf
+        info = run.job_info(self.now)
+        return fair_share_seconds(run.spec.total_work, lambda gpus: job_speed(info, self.static, gpus),
+                                  self.static.total_gpus, contention, run.spec.min_gpus, run.spec.max_gpus)

@@ -21,8 +21,9 @@ Definitions (a value that cannot be computed, e.g. a JCT with no completed job, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,7 @@ class SimulationSummary:
     power_cap_fraction: float
     rounds: int
     wall_s: float
+    tenants: dict[str, dict[str, Any]] = field(default_factory=dict)  # tenant → ``tenant_breakdown`` figures
 
     def as_dict(self) -> dict[str, Any]:
         """The summary as a flat dict, keyed by field name (JSON-serialisable)."""
@@ -98,6 +100,22 @@ def jain_index(values: Sequence[float]) -> float | None:
 def ftf_values(jobs: Iterable[JobOutcome]) -> list[float]:
     """Finish-time fairness ρ = JCT ÷ fair-share time of each completed job (jobs without a fair-share time skipped)."""
     return [job.jct / job.fair_share_seconds for job in jobs if job.jct is not None and job.fair_share_seconds > 0]
+
+
+def fair_share_seconds(
+    total_work: float, speed_at: Callable[[int], float], total_gpus: int, contention: float, min_gpus: int,
+    max_gpus: int,
+) -> float:
+    """Themis' fair-share time: ``total_work`` done alone on 1/N of the cluster's ``total_gpus``.
+
+    N is ``contention``, the average number of jobs active (submitted, unfinished) in the job's life, at least 1.
+    The share is rounded down to whole GPUs within [``min_gpus``, ``max_gpus``]; a share below ``min_gpus``
+    time-shares them. ``speed_at(gpus)`` is the job's speed (work units/s); inf when it makes no progress there.
+    """
+    share = total_gpus / max(contention, 1.0)
+    gpus = min(max_gpus, max(min_gpus, math.floor(share)))
+    speed = speed_at(gpus) * min(1.0, share / gpus)
+    return total_work / speed if speed > 0 else math.inf
 
 
 def usage_span(usage: Sequence[UsageInterval]) -> float:
@@ -185,6 +203,21 @@ def _energy_fields(result: SimulationResult, power: PowerModel) -> dict[str, Any
     }
 
 
+def tenant_breakdown(result: SimulationResult) -> dict[str, dict[str, Any]]:
+    """Per tenant with jobs: jobs, completed, the JCT and queueing figures of the summary, and GPU-hours held."""
+    used = tenant_gpu_seconds(result.usage)
+    jobs_of: dict[str, list[JobOutcome]] = {}
+    for job in result.jobs:
+        jobs_of.setdefault(job.tenant, []).append(job)
+    return {
+        tenant: {
+            "jobs": len(jobs), "completed": sum(j.finish_time is not None for j in jobs), **_time_fields(jobs),
+            "gpu_hours": used.get(tenant, 0.0) / 3600,
+        }
+        for tenant, jobs in sorted(jobs_of.items())
+    }
+
+
 def summarise(result: SimulationResult, power: PowerModel | None = None) -> SimulationSummary:
     """Summarise a run. Energy uses ``power`` (default ``PowerModel()``) at the run's own power cap, so one model
     (specs, PUE, grid, price) serves every run of a cap sweep."""
@@ -196,4 +229,5 @@ def summarise(result: SimulationResult, power: PowerModel | None = None) -> Simu
         rescales=sum(j.rescales for j in jobs), preemptions=sum(j.preemptions for j in jobs),
         restarts=sum(j.restarts for j in jobs), rounds=result.rounds, wall_s=result.wall_seconds,
         **_time_fields(jobs), **_fairness_fields(result), **_energy_fields(result, power),
+        tenants=tenant_breakdown(result),
     )

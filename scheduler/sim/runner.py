@@ -7,7 +7,7 @@ validation against published results. Pure: no Django; files are read from the p
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from scheduler.core.cycle import CycleConfig
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.policy import get_policy
 from scheduler.core.types import NodeInfo, TenantInfo
-from telemetry.power import PowerModel
+from telemetry.power import DEFAULT_GRID_G_CO2_PER_KWH, DEFAULT_PRICE_PER_KWH, DEFAULT_PUE, PowerModel
 
 from .engine import ProgressCallback, SimConfig, simulate
 from .metrics import summarise
@@ -49,6 +49,14 @@ class Scenario:
     seed: int = 0
     max_jobs: int | None = None  # the first N jobs only
     policy_config: Mapping[str, Any] = field(default_factory=dict)
+    # A mixed cluster (e.g. the live inventory): (gpu_type, gpus_per_node, nodes) groups, instead of preset or
+    # nodes × gpus_per_node of gpu_type; and the tenants' quotas (GPUs guaranteed), which override a preset's.
+    node_groups: Sequence[Sequence[Any]] = ()
+    tenant_quotas: Mapping[str, int] = field(default_factory=dict)
+    # What a kWh of GPU energy costs (telemetry.power.PowerModel): facility overhead, grid CO₂, price.
+    pue: float = DEFAULT_PUE
+    grid_g_co2_per_kwh: float = DEFAULT_GRID_G_CO2_PER_KWH
+    price_per_kwh: float = DEFAULT_PRICE_PER_KWH
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -57,16 +65,27 @@ class Scenario:
             raise ValueError(f"load_factor must be > 0, got {self.load_factor}")
 
     def as_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "policy_config": dict(self.policy_config)}
+        return {
+            **dataclasses.asdict(self), "policy_config": dict(self.policy_config),
+            "node_groups": [list(group) for group in self.node_groups], "tenant_quotas": dict(self.tenant_quotas),
+        }
+
+    def power_model(self) -> PowerModel:
+        """The default GPU power specs under this scenario's cap, PUE, grid intensity and price."""
+        return PowerModel(cap_fraction=self.power_cap_fraction, pue=self.pue,
+                          grid_g_co2_per_kwh=self.grid_g_co2_per_kwh, price_per_kwh=self.price_per_kwh)
 
 
 def cluster_for(scenario: Scenario, traces_dir: Path) -> tuple[tuple[NodeInfo, ...], tuple[TenantInfo, ...]]:
-    if scenario.preset:
+    if scenario.node_groups:
+        groups = (NodeGroup(str(kind), int(per_node), int(count)) for kind, per_node, count in scenario.node_groups)
+        preset = ClusterPreset("custom", tuple(groups))
+    elif scenario.preset:
         preset = get_preset(scenario.preset, traces_dir)
-        tenants = tuple(TenantInfo(name, quota) for name, quota in sorted(preset.tenant_quotas.items()))
-        return build_nodes(preset), tenants
-    group = NodeGroup(scenario.gpu_type, scenario.gpus_per_node, scenario.nodes)
-    return build_nodes(ClusterPreset("custom", (group,))), ()
+    else:
+        preset = ClusterPreset("custom", (NodeGroup(scenario.gpu_type, scenario.gpus_per_node, scenario.nodes),))
+    quotas = scenario.tenant_quotas or preset.tenant_quotas
+    return build_nodes(preset), tuple(TenantInfo(name, quota) for name, quota in sorted(quotas.items()))
 
 
 def workload_for(scenario: Scenario, elastic: bool) -> list[WorkloadJob]:
@@ -90,7 +109,7 @@ def run_scenario(
     """Simulate ``scenario``; returns the full result and its summary (``metrics.summarise``) as a dict."""
     policy = get_policy(scenario.policy, **scenario.policy_config)
     elastic = (not policy.event_driven) if scenario.elastic is None else scenario.elastic
-    power = (power or PowerModel()).at_cap(scenario.power_cap_fraction)
+    power = power.at_cap(scenario.power_cap_fraction) if power else scenario.power_model()
     nodes, tenants = cluster_for(scenario, traces_dir)
     config = SimConfig(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
                        speed_factor=power.throughput_factor, cycle=cycle or CycleConfig(),

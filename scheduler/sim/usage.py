@@ -14,7 +14,8 @@ class UsageRecorder:
     """Appends one interval per stretch of constant usage, merging stretches that look alike.
 
     The engine keeps the counts current as jobs start, stop and finish restarting
-    (``hold``/``release``/``restarted``), so recording an interval costs nothing per job.
+    (``hold``/``release``/``restarted``), so recording an interval costs nothing per job;
+    and a stretch after which nothing changed only extends the last interval.
     """
 
     def __init__(self, nodes: tuple[NodeInfo, ...]) -> None:
@@ -22,16 +23,28 @@ class UsageRecorder:
         self.held: Counter[str] = Counter()
         self.restarting: Counter[str] = Counter()
         self.by_tenant: Counter[str] = Counter()
-        self.off: Counter[str] = Counter()  # GPUs on powered-down nodes (node power-down what-if)
+        self._off: Counter[str] = Counter()
         self._intervals: list[UsageInterval] = []
+        self._changed = True  # since the last interval was recorded
+
+    @property
+    def off(self) -> Counter[str]:
+        """GPUs on powered-down nodes (node power-down what-if). Set it whole: a change in place goes unseen."""
+        return self._off
+
+    @off.setter
+    def off(self, by_type: Counter[str]) -> None:
+        self._off, self._changed = by_type, True
 
     def hold(self, by_type: Mapping[str, int], tenant: str, restarting: bool) -> None:
+        self._changed = True
         self.held.update(by_type)
         self.by_tenant[tenant] += sum(by_type.values())
         if restarting:
             self.restarting.update(by_type)
 
     def release(self, by_type: Mapping[str, int], tenant: str, restarting: bool) -> None:
+        self._changed = True
         self.held.subtract(by_type)
         self.by_tenant[tenant] -= sum(by_type.values())
         if restarting:
@@ -39,12 +52,17 @@ class UsageRecorder:
 
     def restarted(self, by_type: Mapping[str, int]) -> None:
         """A job finished its restart delay: its GPUs now train."""
+        self._changed = True
         self.restarting.subtract(by_type)
 
     def record(self, start: float, end: float) -> None:
         """Usage over [start, end), constant by construction: the engine splits time at every change."""
         if end <= start:
             return
+        if not self._changed and self._intervals and self._intervals[-1].end == start:
+            self._extend_last(end)  # the same usage: what _append would merge
+            return
+        self._changed = False
         busy = +(self.held - self.restarting)
         restarting = +self.restarting
         idle = self.gpus_by_type - self.held - self.off
@@ -54,10 +72,14 @@ class UsageRecorder:
     def _append(self, interval: UsageInterval) -> None:
         last = self._intervals[-1] if self._intervals else None
         if last and last.end == interval.start and _same_usage(last, interval):
-            self._intervals[-1] = UsageInterval(last.start, interval.end, last.busy, last.restarting, last.idle,
-                                                last.off, last.by_tenant)
+            self._extend_last(interval.end)
         else:
             self._intervals.append(interval)
+
+    def _extend_last(self, end: float) -> None:
+        last = self._intervals[-1]
+        self._intervals[-1] = UsageInterval(last.start, end, last.busy, last.restarting, last.idle, last.off,
+                                            last.by_tenant)
 
     def intervals(self) -> tuple[UsageInterval, ...]:
         return tuple(self._intervals)

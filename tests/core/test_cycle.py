@@ -54,6 +54,14 @@ def test_decisions_cover_every_job_with_actions_and_reasons() -> None:
     assert [d.job_id for d in result.changes] == ["start", "stop"]
 
 
+def test_unchanged_jobs_are_no_change_but_still_have_a_decision() -> None:
+    s = snap(job("keep", 2, held=2), job("wait", 4), job("start", 1))
+    result = run_cycle(s, Fixed({"keep": 2, "wait": 0, "start": 1}))
+    assert [d.job_id for d in result.changes] == ["start"]
+    assert result.decisions["keep"].action == Action.KEEP and result.decisions["keep"].reason == "keeps 2 GPUs"
+    assert result.decisions["wait"].action == Action.WAIT and result.decisions["start"] is result.changes[0]
+
+
 def test_state_round_trips_through_json_and_reaches_the_policy() -> None:
     s = snap(job("a", 1))
     first = run_cycle(s, Fixed({"a": 1}))

@@ -82,6 +82,16 @@ def test_a_running_job_that_cannot_grow_keeps_what_it_has() -> None:
     assert result.placements["r"] == ("n1-0", "n1-1") and "kept 2 GPUs" in result.notes["r"]
 
 
+def test_ties_between_equally_full_nodes_follow_the_snapshot_not_hashing() -> None:
+    # n1 and n2 both have 2 free GPUs: the new job goes to the node of the job listed first.
+    on_n1 = job("on-n1", 6, placement=tuple(f"n1-{i}" for i in range(6)))
+    on_n2 = job("on-n2", 6, placement=tuple(f"n2-{i}" for i in range(6)))
+    nodes = [node("n1", 8), node("n2", 8), node("n3", 8)]
+    targets = {"on-n1": 6, "on-n2": 6, "new": 2}
+    assert nodes_used(place(snap(nodes, [on_n2, on_n1, job("new", 2)]), targets).placements["new"]) == {"n2"}
+    assert nodes_used(place(snap(nodes, [on_n1, on_n2, job("new", 2)]), targets).placements["new"]) == {"n1"}
+
+
 @st.composite
 def snapshot_with_targets(draw: st.DrawFn) -> tuple[ClusterSnapshot, dict[str, int]]:
     cluster = draw(snapshots())

@@ -54,7 +54,7 @@ def test_policy_is_deterministic_pure_and_its_state_is_json(name: str, snap: Clu
 @PROPERTY_SETTINGS
 @given(snap=snapshots())
 def test_a_round_places_every_policy_validly(name: str, snap: ClusterSnapshot) -> None:
-    from scheduler.core.cycle import run_cycle
+    from scheduler.core.cycle import Action, run_cycle
 
     result = run_cycle(snap, get_policy(name))
     usable = {gpu.id: node for node in snap.nodes for gpu in node.usable_gpus}
@@ -70,3 +70,6 @@ def test_a_round_places_every_policy_validly(name: str, snap: ClusterSnapshot) -
             assert {usable[g].gpu_type for g in decision.gpus} == {job.gpu_type}
         assert decision.reason
     assert run_cycle(snap, get_policy(name)).decisions == result.decisions
+    # ``changes`` is found without building every decision, and must be exactly the ones that move GPUs.
+    moves = [d for d in result.decisions.values() if d.action not in (Action.KEEP, Action.WAIT)]
+    assert list(result.changes) == moves

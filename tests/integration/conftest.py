@@ -69,7 +69,7 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+def wait_until(condition: Callable[[], object], seconds: float) -> bool:
     """Poll ``condition`` every 0.2 s until it holds (True) or ``seconds`` pass (False)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -71,7 +71,8 @@ def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("DJANGO") and k != "DATABASE_URL"},
         "VAR_DIR": str(tmp_path), "EMBEDDED_REDIS_PORT": str(free_port()), "WEB_ADDRESS": f"127.0.0.1:{web_port}",
-        "HEARTBEAT_SECONDS": "1", "ADMIN_PASSWORD": "stack-test-password", "TRACES_DIR": str(fixtures_dir),
+        "HEARTBEAT_SECONDS": "1", "DEMO_ROUND_SECONDS": "2", "ADMIN_PASSWORD": "stack-test-password",
+        "TRACES_DIR": str(fixtures_dir),
         marker.split("=")[0]: marker.split("=")[1],
     }
     env.pop("REDIS_URL", None)
@@ -81,8 +82,13 @@ def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures
     try:
         assert output.wait_for(r"heartbeat #2 from worker", seconds=120), output.text[-3000:]
         assert "created admin user" in output.text and "16 node(s), 3 tenant(s), 3 job(s) added" in output.text
-        page = log_in_and_get(f"http://127.0.0.1:{web_port}", "/admin/scheduler/node/", "stack-test-password")
+        base = f"http://127.0.0.1:{web_port}"
+        page = log_in_and_get(base, "/admin/scheduler/node/", "stack-test-password")
         assert "a100-00" in page and "v100-07" in page
+        # Beat runs rounds on the demo cluster: its jobs start, with the reason in the audit trail.
+        assert output.wait_for(r"scheduler\.run_round.*succeeded", seconds=60), output.text[-3000:]
+        events = log_in_and_get(base, "/admin/scheduler/rescaleevent/?kind=start", "stack-test-password")
+        assert "started on" in events or "GPUs" in events, events[-2000:]
         assert len(processes_with(marker)) >= 5  # make/honcho, redis, worker (+ children), beat, gunicorn (+ workers)
     finally:
         os.killpg(stack.pid, signal.SIGINT)  # what Ctrl-C in the terminal does

@@ -11,7 +11,7 @@ per distinct kind of job rather than per job.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter
 
 from numpy.typing import NDArray
@@ -64,6 +64,9 @@ def grant_in_order(
     jobs in front ("earlier", "shorter") in the reasons. The GPUs handed out are taken
     from ``capacity``.
     """
+    order = tuple(order)
+    if _all_fit(order, capacity):  # the walk would grant every job in turn: skip it
+        return _grant_all(order, capacity)
     tally = _Tally(snap, capacity)
     allocations: dict[str, int] = {}
     reasons: dict[str, str] = {}
@@ -88,6 +91,45 @@ def grant_in_order(
             blocked = blocked or not backfill
         ahead_of_it += 1
     tally.book()
+    return allocations, reasons
+
+
+def _all_fit(jobs: Sequence[JobInfo], capacity: Capacity) -> bool:
+    """Whether every job's ``min_gpus`` fits ``capacity`` at once: in total, and per GPU type for typed jobs.
+
+    Then no job can block or be unschedulable, and walking them would hand each its
+    request: the usual round on a cluster with room to spare, where summing costs less.
+    """
+    if sum(job.min_gpus for job in jobs) > capacity.total_free:
+        return False
+    typed: dict[str, int] = {}
+    for job in jobs:
+        if job.gpu_type is not None:
+            typed[job.gpu_type] = typed.get(job.gpu_type, 0) + job.min_gpus
+            if typed[job.gpu_type] > capacity.free_for(job):
+                return False
+    return True
+
+
+def _grant_all(jobs: Sequence[JobInfo], capacity: Capacity) -> Grants:
+    """Each job its ``min_gpus``, taken from ``capacity``; a note for each running job that this resizes."""
+    allocations: dict[str, int] = {}
+    reasons: dict[str, str] = {}
+    # Untyped jobs count only towards the total: their GPUs are booked at once, on any one of them.
+    untyped_gpus, an_untyped_job = 0, None
+    for job in jobs:
+        need = allocations[job.id] = job.min_gpus
+        if job.gpu_type is None:
+            untyped_gpus += need
+            an_untyped_job = job
+        else:
+            capacity.take(job, need)
+        if job.placement and len(job.placement) != need:
+            note = resize_note(job, need, "this policy runs every job at its min_gpus")
+            if note:
+                reasons[job.id] = note
+    if an_untyped_job is not None:
+        capacity.take(an_untyped_job, untyped_gpus)
     return allocations, reasons
 
 

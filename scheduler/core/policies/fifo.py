@@ -36,8 +36,8 @@ class FifoPolicy:
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         capacity = Capacity(snap)
-        running = sorted((job for job in snap.jobs if job.running), key=arrival_key)
-        queued = sorted((job for job in snap.jobs if not job.running), key=arrival_key)
+        running = sorted([job for job in snap.jobs if job.placement], key=arrival_key)
+        queued = sorted([job for job in snap.jobs if not job.placement], key=arrival_key)
         kept, reasons = grant_in_order(snap, running, capacity, backfill=True, ahead="earlier")
         # A running job that lost its GPUs queues again in its arrival place, ahead of later jobs.
         queued += [job for job in running if kept[job.id] == 0]

@@ -87,13 +87,16 @@ class TiresiasPolicy:
         remembered: Any = (state or {}).get("jobs", {})
         entry_of: Any = remembered.get if isinstance(remembered, Mapping) else {}.get
         for job in snap.jobs:
-            attained = job.attained_gpu_seconds
-            base, waiting = _recall(entry_of(job.id), job)
-            if waiting is not None and bisect.bisect_right(thresholds, attained - base + EPSILON):
-                if now + EPSILON >= waiting + factor * (attained - base) / job.min_gpus:
-                    levels.promoted.add(job.id)
-                    base = attained  # promoted: its service counts afresh
-            base = min(base, attained)  # never above what it attained (lost or foreign state)
+            attained, entry = job.attained_gpu_seconds, entry_of(job.id)
+            if entry is None:  # nothing remembered, as for most jobs: base 0, not kept waiting
+                base, waiting = 0.0, None
+            else:
+                base, waiting = _recall(entry, job)
+                if waiting is not None and bisect.bisect_right(thresholds, attained - base + EPSILON):
+                    if now + EPSILON >= waiting + factor * (attained - base) / job.min_gpus:
+                        levels.promoted.add(job.id)
+                        base = attained  # promoted: its service counts afresh
+                base = min(base, attained)  # never above what it attained (lost or foreign state)
             service = attained - base
             levels.bases.append(base)
             levels.waits.append(waiting)

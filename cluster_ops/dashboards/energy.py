@@ -1,0 +1,306 @@
+"""The Energy what-if page: replay the cluster's recent history (or a trace) under a power cap, idle-node
+power-down, another policy or load, against the live baseline, through the simulator on Celery; then the trade-off
+of energy, CO₂ and cost against average and p99 JCT, overall and per tenant. Past sweeps stay to compare.
+
+Data, scenarios and the launch: ``energy_data``. Only staff start what-ifs; everyone sees past ones, with the
+per-tenant figures of their own tenants.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash_bootstrap_components as dbc
+import plotly.graph_objects as go
+from dash import Input, Output, State, dcc, html
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from scheduler.core.gpu_types import gpu_type_key
+from scheduler.models import Gpu
+from scheduler.rounds import scheduler_settings
+from scheduler.sim.presets import PRESET_LOADERS
+from telemetry.power import DEFAULT_GRID_G_CO2_PER_KWH, DEFAULT_PRICE_PER_KWH, DEFAULT_PUE, DEFAULT_SPECS
+
+from . import common
+from .common import COLOURS
+from .energy_data import (
+    HISTORY,
+    LIVE_CLUSTER,
+    Choices,
+    SweepView,
+    past_sweeps,
+    policy_options,
+    start_whatif,
+    sweep_view,
+    tenant_times,
+    trace_files,
+    trade_off,
+    visible_tenant_names,
+)
+
+Viewer = User | AnonymousUser
+TICK_MS = 1000
+MAX_DAYS = 90  # of history to replay
+NO_RUN = "No what-if yet: choose the settings above and press “Run what-if”."
+
+
+def _number(component_id: str, value: float | None, step: float, low: float, high: float,
+            placeholder: str = "") -> dbc.Input:
+    return dbc.Input(id=component_id, type="number", value=value, step=step, min=low, max=high, size="sm",
+                     placeholder=placeholder)
+
+
+def _field(label: str, control: Any, width: int = 3) -> dbc.Col:
+    return dbc.Col([dbc.Label(label, className="small text-muted mb-0"), control], xs=12, sm=6, lg=width)
+
+
+app = common.new_app("energy")
+app.layout = common.page_layout(
+    dcc.Store(id="energy-init", data=0),
+    dcc.Interval(id="energy-tick", interval=TICK_MS, disabled=True),
+    common.section("Scenario", dbc.Row([
+        _field("Replay", dbc.Select(id="energy-source", size="sm", value=HISTORY, options=[
+            {"label": "this cluster's recent history", "value": HISTORY}])),
+        _field("History of the last (days)", _number("energy-days", 7, 1, 1, MAX_DAYS), 2),
+        _field("Cluster", dbc.Select(id="energy-cluster", size="sm", value=LIVE_CLUSTER, options=[
+            {"label": "this cluster (inventory)", "value": LIVE_CLUSTER},
+            *({"label": f"preset {name}", "value": name} for name in PRESET_LOADERS)])),
+        _field("Jobs (first N; empty: all)", _number("energy-max-jobs", None, 1, 1, 100_000, "all"), 2),
+        _field("Policy", dbc.Select(id="energy-policy", size="sm", options=[], value="pollux"), 2),
+        _field("Power cap (fraction of each GPU's board power)", dcc.Slider(
+            id="energy-cap", min=0.5, max=1.0, step=0.05, value=0.8,
+            marks={v / 100: f"{v / 100:g}" for v in range(50, 101, 10)}), 5),
+        dbc.Col(html.Div(id="energy-cap-watts", className="small text-muted pt-3"), xs=12, lg=7),
+        _field("Idle nodes", dbc.Checklist(id="energy-powerdown", switch=True, value=[],
+                                           options=[{"label": "power down", "value": "on"}]), 2),
+        _field("Spare nodes kept on", _number("energy-spares", 1, 1, 0, 10_000), 2),
+        _field("Least time off (min)", _number("energy-min-off", 10, 1, 0, 1440), 2),
+        _field("Load factor (× arrival rate)", _number("energy-load", 1.0, 0.1, 0.1, 10), 2),
+        _field("PUE (facility ÷ IT energy)", _number("energy-pue", DEFAULT_PUE, 0.01, 1, 5), 2),
+        _field("Grid intensity (g CO₂/kWh)", _number("energy-grid", DEFAULT_GRID_G_CO2_PER_KWH, 1, 0, 5000), 2),
+        _field("Price (per kWh)", _number("energy-price", DEFAULT_PRICE_PER_KWH, 0.01, 0, 1000), 2),
+        dbc.Col(dbc.Button("Run what-if", id="energy-run", color="primary", size="sm", className="w-100"),
+                xs=12, sm=6, lg=2, className="d-flex align-items-end"),
+    ], className="g-2"), html.Div(id="energy-message", className="mt-2"),
+        subtitle="the baseline replays the same jobs under the live policy, uncapped, with every node on"),
+    common.section("Progress", html.Div(id="energy-progress"),
+                   dbc.Row([dbc.Col(dbc.Label("Showing", html_for="energy-sweep", className="small text-muted mb-0"),
+                                    width="auto"),
+                            dbc.Col(dbc.Select(id="energy-sweep", size="sm", options=[]))],
+                           className="g-2 align-items-center mt-2")),
+    html.Div(id="energy-stats", className="mb-3"),
+    dbc.Row([
+        dbc.Col(common.section("Change against the baseline", common.graph("energy-tradeoff", 300),
+                               subtitle="negative is better for every one of these"), lg=6),
+        dbc.Col(common.section("Energy vs job completion time", common.graph("energy-scatter", 300),
+                               subtitle="each run: average JCT (filled) and p99 JCT (open)"), lg=6),
+    ], className="g-3"),
+    common.section("Per tenant", common.graph("energy-tenants", 300),
+                   subtitle="JCT of each tenant's jobs in each run: bar = average, whisker = p99"),
+    common.section("Past what-ifs", html.Div(id="energy-past")),
+)
+
+
+# --- controls -----------------------------------------------------------------------------------
+
+
+@app.callback([Output("energy-source", "options"), Output("energy-policy", "options"),
+               Output("energy-policy", "value"), Output("energy-run", "disabled")],
+              Input("energy-init", "data"))
+def init(_: int, *, user: Viewer, **__: object) -> tuple[list[dict[str, str]], list[dict[str, str]], str, bool]:
+    sources = [{"label": "this cluster's recent history", "value": HISTORY}] + [
+        {"label": f"trace {path} ({fmt})", "value": path} for path, fmt in trace_files(str(settings.TRACES_DIR))]
+    live = scheduler_settings().policy
+    policies = [{"label": f"{name} (live)" if name == live else name, "value": name} for name in policy_options()]
+    return sources, policies, ("pollux" if live != "pollux" else "tiresias"), not user.is_staff
+
+
+@app.callback(Output("energy-cap-watts", "children"), Input("energy-cap", "value"), Input("energy-init", "data"))
+def cap_watts(cap: float | None, _: int, **__: object) -> str:
+    cap = cap or 1.0
+    types = sorted({gpu_type_key(model) for model in Gpu.objects.values_list("model", flat=True).distinct()})
+    limits = ", ".join(f"{t} {DEFAULT_SPECS[t].tdp_w:.0f} → {cap * DEFAULT_SPECS[t].tdp_w:.0f} W"
+                       for t in types if t in DEFAULT_SPECS)
+    if not limits:
+        return "One cap fraction applies to every GPU type."
+    return f"Power limit per GPU type: {limits}. One cap fraction applies to every type."
+
+
+CONTROLS = ["energy-source", "energy-days", "energy-cluster", "energy-max-jobs", "energy-policy", "energy-cap",
+            "energy-powerdown", "energy-spares", "energy-min-off", "energy-load", "energy-pue", "energy-grid",
+            "energy-price"]
+
+
+def choices_from(values: list[Any]) -> Choices:
+    """The controls' values as ``Choices``; an empty number falls back to its default."""
+    source, days, cluster, max_jobs, policy, cap, down, spares, min_off, load, pue, grid, price = values
+    default = Choices()
+    return Choices(
+        source=source or HISTORY, days=min(MAX_DAYS, max(1, int(days or default.days))),
+        cluster=cluster or LIVE_CLUSTER,
+        max_jobs=int(max_jobs) if max_jobs else None, policy=policy or default.policy,
+        power_cap_fraction=float(cap or 1.0), power_down_spares=int(spares or 0) if down else None,
+        min_off_seconds=60.0 * float(min_off if min_off is not None else 10), load_factor=float(load or 1.0),
+        pue=float(pue if pue is not None else default.pue),
+        grid_g_co2_per_kwh=float(grid if grid is not None else default.grid_g_co2_per_kwh),
+        price_per_kwh=float(price if price is not None else default.price_per_kwh),
+    )
+
+
+@app.callback([Output("energy-sweep", "options"), Output("energy-sweep", "value"),
+               Output("energy-message", "children")],
+              Input("energy-run", "n_clicks"), Input("energy-init", "data"), *[State(c, "value") for c in CONTROLS])
+def run_or_list(clicks: int | None, _: int, *values: Any, user: Viewer, **__: object) -> tuple[Any, Any, Any]:
+    """On load: the past sweeps, the newest shown. On "Run what-if": start one and show it."""
+    message, chosen = None, None
+    if not user.is_staff:
+        message = html.Div("Operators start what-ifs; you see past ones, with your tenants' own figures.",
+                           className="small text-muted")
+    if clicks:
+        if not user.is_staff:
+            message = dbc.Alert("Only operators start what-ifs.", color="warning", className="small py-2 mb-0")
+        else:
+            try:
+                sweep = start_whatif(user, choices_from(list(values)), timezone.now())
+                chosen = sweep.pk
+                message = dbc.Alert(f"Started “{sweep.name}”.", color="success", className="small py-2 mb-0")
+            except ValidationError as error:
+                problems = "; ".join(f"{field}: {' '.join(msgs)}" for field, msgs in error.message_dict.items())
+                message = dbc.Alert(f"Not started — {problems}", color="danger", className="small py-2 mb-0")
+            except ValueError as error:
+                message = dbc.Alert(f"Not started — {error}", color="danger", className="small py-2 mb-0")
+    past = past_sweeps()
+    options = [{"label": f"#{p.sweep_id} · {timezone.localtime(p.created_at):%Y-%m-%d %H:%M} · {p.name}",
+                "value": p.sweep_id} for p in past]
+    return options, chosen or (past[0].sweep_id if past else None), message
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+@app.callback([Output("energy-progress", "children"), Output("energy-tick", "disabled"),
+               Output("energy-stats", "children"), Output("energy-tradeoff", "figure"),
+               Output("energy-scatter", "figure"), Output("energy-tenants", "figure"),
+               Output("energy-past", "children")],
+              Input("energy-sweep", "value"), Input("energy-tick", "n_intervals"))
+def show(sweep_id: Any, _: int | None, *, user: Viewer, **__: object) -> tuple[Any, ...]:
+    view = sweep_view(int(sweep_id)) if sweep_id not in (None, "") else None
+    past = past_table()
+    if view is None:
+        empty = common.empty_figure(NO_RUN)
+        return (html.Div(NO_RUN, className="text-muted small"), True, None, empty, empty, empty, past)
+    if not view.finished:
+        waiting = common.empty_figure("Simulating… the comparison appears when every run has finished.")
+        return progress_bars(view), False, None, waiting, waiting, waiting, past
+    return (progress_bars(view), True, stats(view), change_figure(view), scatter_figure(view),
+            tenants_figure(view, visible_tenant_names(user)), past)
+
+
+def progress_bars(view: SweepView) -> Any:
+    rows = []
+    for run in view.runs:
+        colour = {"failed": "danger", "succeeded": "success"}.get(run.status, "primary")
+        bar = dbc.Progress(value=round(100 * run.progress), label=f"{run.progress:.0%}", color=colour,
+                           striped=run.status == "running", animated=run.status == "running",
+                           style={"height": "1.1rem"})
+        rows.append(dbc.Row([dbc.Col(html.Span(run.label, className="small"), md=4),
+                             dbc.Col(bar, md=6), dbc.Col(html.Span(run.status, className="small text-muted"), md=2)],
+                            className="g-2 align-items-center mb-1"))
+        if run.error:
+            rows.append(dbc.Alert(run.error, color="danger", className="small py-1 mb-1"))
+    state = "sweep-finished" if view.finished else "sweep-running"
+    return html.Div([html.Div(view.name, className="small fw-semibold mb-1"), *rows], className=state)
+
+
+def _succeeded(view: SweepView) -> list[tuple[str, dict[str, Any]]]:
+    return [(run.label, run.summary) for run in view.runs if run.status == "succeeded" and run.summary]
+
+
+def stats(view: SweepView) -> Any:
+    done = _succeeded(view)
+    if len(done) < 2 or view.runs[0].summary is None:
+        return dbc.Alert("The baseline or the what-if failed: nothing to compare.", color="warning", className="small")
+    cards = []
+    for row in trade_off(done[0][1], done[-1][1]):
+        change = f"{row.change:+.1%} vs baseline" if row.change is not None else "no baseline figure"
+        tone = "" if row.change is None or abs(row.change) < 0.005 else ("success" if row.change < 0 else "danger")
+        value, base = _amount(row.value, row.unit), _amount(row.baseline, row.unit)
+        cards.append(common.stat(row.metric, value, f"{change} ({base})", tone))
+    return dbc.Row([dbc.Col(card, xs=6, md=4, xl=True) for card in cards], className="g-2")
+
+
+def _amount(value: float | None, unit: str) -> str:
+    if value is None:
+        return "–"
+    return f"{value:,.0f} {unit}".rstrip() if abs(value) >= 100 else f"{value:,.2f} {unit}".rstrip()
+
+
+def change_figure(view: SweepView) -> go.Figure:
+    done = _succeeded(view)
+    if len(done) < 2:
+        return common.empty_figure("Nothing to compare: a run failed.")
+    fig = go.Figure()
+    for label, summary in done[1:]:
+        rows = trade_off(done[0][1], summary)
+        changes = [100 * r.change if r.change is not None else None for r in rows]
+        fig.add_trace(go.Bar(
+            name=label, y=[r.metric for r in rows], x=changes, orientation="h",
+            marker_color=[COLOURS["busy"] if (c or 0) <= 0 else COLOURS["down"] for c in changes],
+            text=[f"{c:+.1f} %" if c is not None else "–" for c in changes], textposition="auto",
+            hovertemplate="%{y}: %{x:+.1f} %<extra></extra>",
+        ))
+    fig.add_vline(x=0, line_color="#52606d")
+    fig = common.styled(fig, x_title="change vs baseline (%)", y_title="", height=300, legend=len(done) > 2)
+    fig.update_layout(hovermode="closest")
+    fig.update_yaxes(autorange="reversed", rangemode="normal")
+    return fig
+
+
+def scatter_figure(view: SweepView) -> go.Figure:
+    done = [(label, s) for label, s in _succeeded(view) if s.get("avg_jct_s") is not None]
+    if not done:
+        return common.empty_figure("No run completed a job: no JCT to plot.")
+    fig = go.Figure()
+    for i, (label, s) in enumerate(done):
+        colour = COLOURS["capacity"] if i == 0 else common.SEQUENCE[(i - 1) % len(common.SEQUENCE)]
+        fig.add_trace(go.Scatter(
+            name=label, x=[s["avg_jct_s"] / 3600, s["p99_jct_s"] / 3600], y=[s["facility_kwh"]] * 2,
+            mode="lines+markers", marker={"symbol": ["circle", "circle-open"], "size": 12, "color": colour},
+            line={"color": colour, "dash": "dot"},
+            hovertemplate="%{x:.2f} h JCT, %{y:,.1f} kWh<extra>" + label + "</extra>",
+        ))
+    fig = common.styled(fig, x_title="job completion time (h): average ● and p99 ○", y_title="facility energy (kWh)",
+                        height=300)
+    fig.update_layout(hovermode="closest")
+    return fig
+
+
+def tenants_figure(view: SweepView, visible: set[str] | None) -> go.Figure:
+    rows = tenant_times(view, visible)
+    if not rows:
+        return common.empty_figure("No per-tenant figures for your tenants in this what-if.")
+    fig = go.Figure()
+    for i, run in enumerate(view.runs):
+        colour = COLOURS["capacity"] if i == 0 else common.SEQUENCE[(i - 1) % len(common.SEQUENCE)]
+        averages = [r.avg_jct_h[i] for r in rows]
+        whiskers = [None if a is None or p is None else p - a for a, p in zip(averages, [r.p99_jct_h[i] for r in rows],
+                                                                               strict=True)]
+        fig.add_trace(go.Bar(
+            name=run.label, x=[r.tenant for r in rows], y=averages, marker_color=colour,
+            error_y={"type": "data", "symmetric": False, "array": whiskers, "arrayminus": [0] * len(rows),
+                     "thickness": 1.5, "width": 10, "color": "#323f4b"},
+            customdata=[r.p99_jct_h[i] for r in rows],
+            hovertemplate="%{x}: average %{y:.2f} h, p99 %{customdata:.2f} h<extra>" + run.label + "</extra>",
+        ))
+    fig.update_layout(barmode="group")
+    return common.styled(fig, x_title="tenant", y_title="JCT (h): bar average, whisker up to p99", height=300)
+
+
+def past_table() -> Any:
+    rows = [(f"#{p.sweep_id}", timezone.localtime(p.created_at).strftime("%Y-%m-%d %H:%M"), p.name, p.runs, p.state)
+            for p in past_sweeps()]
+    return common.table(["sweep", "started", "what", "runs", "state"], rows,
+                        empty="No what-if has been run yet.", table_id="energy-past-table")

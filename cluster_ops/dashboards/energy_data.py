@@ -1,0 +1,316 @@
+"""Data and the one action of the Energy what-if page.
+
+**Source.** Either the cluster's own recent history or a trace file under ``TRACES_DIR``. History becomes a trace in
+our native format (``scheduler.sim.trace_formats.write_native``), written under ``VAR_DIR/whatif/`` with a name that
+is the hash of its contents: the Celery worker reads it like any trace, a stored run can be replayed later
+(``whatif.rerun``), and the same history is written once. A file rather than an in-memory workload because a
+``Scenario`` is stored as JSON and names its trace by path. Each job submitted in the last N days that started
+becomes one row: its tenant, GPU bounds, GPU type and batch; its profile when it is one the simulator knows, with its
+total work (only the work it did if it failed or was cancelled); otherwise a rigid job whose duration is its total
+work (seconds at ``min_gpus``, the live executor's unit for a job without a profile).
+
+**Cluster.** ``live``: the inventory's nodes grouped by GPU type and size (``Scenario.node_groups``) and, for history,
+the tenants' quotas; or a preset of ``scheduler.sim.presets``.
+
+**Runs.** A sweep of two runs (``whatif.create_sweep_of``, launched by ``whatif.launch_sweep`` through Celery): the
+**baseline** — the live policy, round and restart times, no power cap, no power-down, load 1 — and the **what-if**
+with the chosen settings; both with the chosen PUE, grid intensity and price. The first run of a sweep is its
+baseline; sweeps made elsewhere (admin) show their other runs against their first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
+
+from scheduler import whatif
+from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.core.policy import policy_names
+from scheduler.models import FINISHED_STATES, Job, JobState, Tenant, WhatIfRun, WhatIfStatus, WhatIfSweep
+from scheduler.rounds import build_snapshot, scheduler_settings
+from scheduler.sim.records import WorkloadJob
+from scheduler.sim.runner import Scenario
+from scheduler.sim.trace_formats import detect_format, write_native
+from scheduler.sim.traces import TraceError
+
+Viewer = User | AnonymousUser
+HISTORY = "history"
+LIVE_CLUSTER = "live"
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What the page's controls say."""
+
+    source: str = HISTORY  # or a trace path relative to TRACES_DIR
+    days: int = 7
+    cluster: str = LIVE_CLUSTER  # or a preset name
+    policy: str = "tiresias"
+    power_cap_fraction: float = 1.0
+    power_down_spares: int | None = None  # None: nodes are never switched off
+    min_off_seconds: float = 600.0
+    pue: float = 1.58
+    grid_g_co2_per_kwh: float = 475.0
+    price_per_kwh: float = 0.10
+    load_factor: float = 1.0
+    max_jobs: int | None = None
+
+
+# --- the workload ----------------------------------------------------------------------------
+
+
+def history_workload(since: datetime, now: datetime) -> list[WorkloadJob]:
+    """The jobs submitted in [since, now) that started, as simulator jobs (module docstring), in submission order."""
+    jobs = list(Job.objects.filter(submitted_at__gte=since, submitted_at__lt=now, started_at__isnull=False)
+                .select_related("tenant").order_by("submitted_at", "id"))
+    origin = jobs[0].submitted_at if jobs else now
+    workload = (_workload_job(job, origin) for job in jobs)
+    return [job for job in workload if job.total_work > 0]
+
+
+def _workload_job(job: Job, origin: datetime) -> WorkloadJob:
+    gave_up = job.state in FINISHED_STATES and job.state != JobState.SUCCEEDED
+    return WorkloadJob(
+        id=str(job.pk), submit_time=(job.submitted_at - origin).total_seconds(), tenant=job.tenant.name,
+        min_gpus=job.min_gpus, max_gpus=job.max_gpus, total_work=job.progress if gave_up else job.total_work,
+        profile=job.workload_profile if job.workload_profile in FITTED_PROFILES else None,
+        batch_size=job.batch_size, gpu_type=job.gpu_type or None,
+    )
+
+
+def write_history_trace(jobs: Iterable[WorkloadJob], directory: Path) -> Path:
+    """Write ``jobs`` as a native trace named by the hash of its contents under ``directory``; returns its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(suffix=".csv", dir=directory)
+    os.close(handle)
+    write_native(Path(temporary), jobs)
+    digest = hashlib.sha256(Path(temporary).read_bytes()).hexdigest()[:16]
+    path = directory / f"history-{digest}.csv"
+    os.replace(temporary, path)
+    return path
+
+
+@lru_cache(maxsize=4)
+def trace_files(traces_dir: str) -> list[tuple[str, str]]:
+    """(path relative to ``traces_dir``, format) of every CSV there whose header names a trace format."""
+    found = []
+    for path in sorted(Path(traces_dir).rglob("*.csv")):
+        try:
+            found.append((str(path.relative_to(traces_dir)), detect_format(path)))
+        except (TraceError, OSError, UnicodeDecodeError):
+            continue  # profiles, machine lists, anything that is not a job trace
+    return found
+
+
+# --- the cluster -----------------------------------------------------------------------------
+
+
+def live_node_groups(now: datetime) -> list[list[Any]]:
+    """The inventory as ``Scenario.node_groups``: [gpu_type, gpus_per_node, nodes], largest groups first."""
+    sizes = Counter((node.gpu_type, len(node.gpus)) for node in build_snapshot(now).snap.nodes if node.gpus)
+    return [[kind, per_node, count] for (kind, per_node), count in
+            sorted(sizes.items(), key=lambda item: (-item[0][1] * item[1], item[0]))]
+
+
+def scenarios_for(choices: Choices, now: datetime) -> tuple[Scenario, Scenario]:
+    """(baseline, what-if) for the choices; ``ValueError`` for a history without jobs or an empty inventory."""
+    live = scheduler_settings()
+    if choices.source == HISTORY:
+        workload = history_workload(now - timedelta(days=choices.days), now)
+        if not workload:
+            raise ValueError(f"No job submitted in the last {choices.days} days has started: nothing to replay.")
+        trace, quotas = str(write_history_trace(workload, Path(settings.VAR_DIR) / "whatif")), _quotas()
+    else:
+        trace, quotas = choices.source, {}
+    cluster: dict[str, Any] = {"preset": choices.cluster}
+    if choices.cluster == LIVE_CLUSTER:
+        groups = live_node_groups(now)
+        if not groups:
+            raise ValueError("The inventory has no GPUs yet: choose a preset cluster.")
+        cluster = {"node_groups": groups, "tenant_quotas": quotas}
+    baseline = Scenario(
+        trace=trace, policy=live.policy, round_seconds=float(live.round_seconds),
+        restart_seconds=float(live.restart_seconds), max_jobs=choices.max_jobs, pue=choices.pue,
+        grid_g_co2_per_kwh=choices.grid_g_co2_per_kwh, price_per_kwh=choices.price_per_kwh, **cluster,
+    )
+    scenario = dataclasses.replace(
+        baseline, policy=choices.policy, power_cap_fraction=choices.power_cap_fraction,
+        power_down_spares=choices.power_down_spares, min_off_seconds=choices.min_off_seconds,
+        load_factor=choices.load_factor,
+    )
+    return baseline, scenario
+
+
+def _quotas() -> dict[str, int]:
+    return dict(Tenant.objects.values_list("name", "gpu_quota"))
+
+
+def start_whatif(user: Viewer, choices: Choices, now: datetime) -> WhatIfSweep:
+    """Create and launch the sweep (baseline, what-if); ``ValidationError``/``ValueError`` say what is wrong."""
+    baseline, scenario = scenarios_for(choices, now)
+    sweep = whatif.create_sweep_of([baseline, scenario], user, name=sweep_name(choices, baseline))
+    whatif.launch_sweep(sweep)
+    return sweep
+
+
+def sweep_name(choices: Choices, baseline: Scenario) -> str:
+    source = f"last {choices.days} d" if choices.source == HISTORY else Path(choices.source).name
+    parts = [choices.policy, f"cap {choices.power_cap_fraction:g}"]
+    if choices.power_down_spares is not None:
+        parts.append(f"power-down ({choices.power_down_spares} spare)")
+    if choices.load_factor != 1:
+        parts.append(f"load ×{choices.load_factor:g}")
+    return f"{source}: {', '.join(parts)} vs {baseline.policy}"
+
+
+def policy_options() -> list[str]:
+    return policy_names()
+
+
+# --- reading sweeps back ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: int
+    label: str  # "baseline (tiresias)", "what-if (pollux, cap 0.8)"
+    status: str
+    progress: float
+    summary: dict[str, Any] | None
+    error: str
+
+
+@dataclass(frozen=True)
+class SweepView:
+    sweep_id: int
+    name: str
+    created_at: datetime
+    runs: list[RunView]  # the baseline first
+
+    @property
+    def finished(self) -> bool:
+        return all(run.status in (WhatIfStatus.SUCCEEDED, WhatIfStatus.FAILED) for run in self.runs)
+
+    @property
+    def progress(self) -> float:
+        return sum(run.progress for run in self.runs) / len(self.runs) if self.runs else 0.0
+
+
+def sweep_view(sweep_id: int) -> SweepView | None:
+    sweep = WhatIfSweep.objects.filter(pk=sweep_id).first()
+    if sweep is None:
+        return None
+    runs = list(WhatIfRun.objects.filter(sweep=sweep).order_by("pk"))
+    views = [RunView(run.pk, _run_label(run, i), run.status, run.progress, run.summary, run.error)
+             for i, run in enumerate(runs)]
+    return SweepView(sweep.pk, sweep.name, sweep.created_at, views)
+
+
+def _run_label(run: WhatIfRun, index: int) -> str:
+    scenario = run.scenario
+    if index == 0:
+        return f"baseline ({scenario.get('policy')})"
+    parts = [str(scenario.get("policy")), f"cap {scenario.get('power_cap_fraction', 1.0):g}"]
+    if scenario.get("power_down_spares") is not None:
+        parts.append(f"power-down {scenario['power_down_spares']}")
+    if scenario.get("load_factor", 1.0) != 1.0:
+        parts.append(f"load ×{scenario['load_factor']:g}")
+    return f"what-if #{run.pk} ({', '.join(parts)})"
+
+
+@dataclass(frozen=True)
+class PastSweep:
+    sweep_id: int
+    name: str
+    created_at: datetime
+    runs: int
+    state: str  # "running 40 %", "done", "failed"
+
+
+def past_sweeps(limit: int = 50) -> list[PastSweep]:
+    sweeps = WhatIfSweep.objects.order_by("-created_at", "-id").prefetch_related("runs")[:limit]
+    return [PastSweep(s.pk, s.name, s.created_at, len(s.runs.all()), _state(list(s.runs.all()))) for s in sweeps]
+
+
+def _state(runs: list[WhatIfRun]) -> str:
+    if any(run.status == WhatIfStatus.FAILED for run in runs):
+        return "failed"
+    if runs and all(run.status == WhatIfStatus.SUCCEEDED for run in runs):
+        return "done"
+    done = sum(run.progress for run in runs) / len(runs) if runs else 0.0
+    return f"running {done:.0%}"
+
+
+# --- the trade-off -----------------------------------------------------------------------------
+
+# (summary key, label, unit, scale): what the page compares, in display units.
+TRADE_OFF = (
+    ("facility_kwh", "facility energy", "kWh", 1.0),
+    ("co2_kg", "CO₂", "kg", 1.0),
+    ("cost", "energy cost", "", 1.0),  # in the currency of the price per kWh
+    ("avg_jct_s", "average JCT", "h", 1 / 3600),
+    ("p99_jct_s", "p99 JCT", "h", 1 / 3600),
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    metric: str
+    unit: str
+    baseline: float | None
+    value: float | None
+
+    @property
+    def change(self) -> float | None:
+        """Relative change from the baseline (0.1 = 10 % more); None without both values or a zero baseline."""
+        if self.baseline is None or self.value is None or self.baseline == 0:
+            return None
+        return self.value / self.baseline - 1
+
+
+def trade_off(baseline: dict[str, Any], other: dict[str, Any]) -> list[Comparison]:
+    return [Comparison(label, unit, _scaled(baseline.get(key), scale), _scaled(other.get(key), scale))
+            for key, label, unit, scale in TRADE_OFF]
+
+
+def _scaled(value: Any, scale: float) -> float | None:
+    return None if value is None else float(value) * scale
+
+
+@dataclass(frozen=True)
+class TenantTimes:
+    tenant: str
+    avg_jct_h: list[float | None]  # per run, baseline first
+    p99_jct_h: list[float | None]
+
+
+def tenant_times(view: SweepView, visible: set[str] | None) -> list[TenantTimes]:
+    """Per tenant in ``visible`` (None: all), average and p99 JCT (hours) in each run (``summary["tenants"]``)."""
+    summaries = [run.summary or {} for run in view.runs]
+    names = sorted(name for name in {n for s in summaries for n in s.get("tenants", {})}
+                   if visible is None or name in visible)
+    return [
+        TenantTimes(
+            name,
+            [_scaled(s.get("tenants", {}).get(name, {}).get("avg_jct_s"), 1 / 3600) for s in summaries],
+            [_scaled(s.get("tenants", {}).get(name, {}).get("p99_jct_s"), 1 / 3600) for s in summaries],
+        )
+        for name in names
+    ]
+
+
+def visible_tenant_names(user: Viewer) -> set[str] | None:
+    """Tenant names the user sees; None for staff, who also see a trace's own tenants (not in the database)."""
+    return None if user.is_staff else set(Tenant.objects.visible_to(user).values_list("name", flat=True))

@@ -1,0 +1,51 @@
+"""The "make report" form: which period, whose report, and (staff) whether to e-mail it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib.auth.models import AnonymousUser, User
+
+from scheduler.models import Tenant
+
+from . import periods
+
+PERIODS = [(periods.DAILY, "yesterday (daily)"), (periods.WEEKLY, "last week, Monday to Sunday (weekly)"),
+           (periods.CUSTOM, "from … to … (custom)")]
+
+
+class ReportRequestForm(forms.Form):
+    period = forms.ChoiceField(choices=PERIODS, initial=periods.WEEKLY)
+    first_day = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="from")
+    last_day = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="to (included)")
+    tenant = forms.ModelChoiceField(queryset=Tenant.objects.none(), required=False)
+    send = forms.BooleanField(required=False, label="e-mail it to the recipients when ready")
+
+    def __init__(self, user: User | AnonymousUser, now: datetime, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.now = now
+        self.chosen_period: periods.Period | None = None
+        tenant = self.fields["tenant"]
+        assert isinstance(tenant, forms.ModelChoiceField)
+        tenant.queryset = Tenant.objects.visible_to(user).order_by("name")
+        if user.is_staff:
+            tenant.empty_label = "whole cluster"
+        else:  # tenant users make their own tenants' reports, and do not e-mail anyone
+            tenant.required, tenant.empty_label = True, None
+            del self.fields["send"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        kind, first, last = data.get("period"), data.get("first_day"), data.get("last_day")
+        try:
+            if kind == periods.CUSTOM:
+                if not first or not last:
+                    raise forms.ValidationError("A custom period needs its first and last day.")
+                self.chosen_period = periods.custom(first, last, self.now)
+            elif kind:
+                self.chosen_period = periods.last_complete(kind, self.now)
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
+        return data

@@ -1,0 +1,121 @@
+"""Verbs of reports: make one (again), ask for one, make the scheduled ones, send one.
+
+A report is one row per (kind, period, tenant): making it again writes new files over the old ones and keeps the
+row, so a period is never reported twice. The row is claimed with a conditional update (queued → running) before
+the work, so a redelivered task does not make it twice at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.utils import timezone
+
+from cluster_ops.models import Report, ReportStatus
+from scheduler.models import Tenant
+
+from . import deliver, render
+from .charts import draw_charts
+from .content import EMPTY_NOTE, build_content
+from .periods import Period, last_complete
+
+logger = logging.getLogger(__name__)
+
+
+def report_row(period: Period, tenant: Tenant | None, user: User | AnonymousUser | None = None) -> Report:
+    """The report's row for (kind, period, tenant), created queued if there is none."""
+    report, _ = Report.objects.get_or_create(
+        kind=period.kind, period_start=period.start, period_end=period.end, tenant=tenant,
+        defaults={"status": ReportStatus.QUEUED, "requested_by": user if isinstance(user, User) else None},
+    )
+    return report
+
+
+def period_of(report: Report) -> Period:
+    return Period(report.kind, report.period_start, report.period_end)
+
+
+def make_report(period: Period, tenant: Tenant | None, *, user: User | AnonymousUser | None = None,
+                now: datetime | None = None) -> Report:
+    """Make (or make again) the report now, in this process; returns its row, ready or failed."""
+    report = report_row(period, tenant, user)
+    Report.objects.filter(pk=report.pk).update(status=ReportStatus.QUEUED)
+    build(report.pk, now)
+    report.refresh_from_db()
+    return report
+
+
+def request_report(period: Period, tenant: Tenant | None, user: User | AnonymousUser, *, send: bool) -> Report:
+    """Queue the report for a worker (the UI's "make report"); a report being made now is left to finish."""
+    from .tasks import make  # the task module imports this one
+
+    report = report_row(period, tenant, user)
+    queued = Report.objects.filter(pk=report.pk).exclude(status=ReportStatus.RUNNING).update(
+        status=ReportStatus.QUEUED)
+    if queued:
+        transaction.on_commit(lambda: make.delay(report.pk, send))
+    report.refresh_from_db()
+    return report
+
+
+def build(report_id: int, now: datetime | None = None) -> bool:
+    """Make the queued report ``report_id``: content, charts, HTML, PDF, CSV; False if it was not queued.
+
+    A failure is recorded on the row (status failed, the error) and the files of an earlier run are kept.
+    """
+    if not Report.objects.filter(pk=report_id, status=ReportStatus.QUEUED).update(status=ReportStatus.RUNNING):
+        return False
+    report = Report.objects.select_related("tenant").get(pk=report_id)
+    now = now or timezone.now()
+    try:
+        content = build_content(period_of(report), report.tenant, now)
+        charts = draw_charts(content)
+        html = render.render_html(content, charts)
+        files = {"html": html.encode(), "pdf": render.render_pdf(html), "csv": render.render_csv(content).encode()}
+    except Exception as error:
+        logger.exception("report %s failed", report_id)
+        Report.objects.filter(pk=report_id).update(status=ReportStatus.FAILED, error=f"{type(error).__name__}: "
+                                                   f"{error}")
+        return True
+    notes = ([EMPTY_NOTE] if content.empty else []) + content.notes + [
+        f"{chart.title}: the chart could not be drawn ({chart.error})" for chart in charts.values() if chart.error]
+    _replace_files(report, files)
+    report.status, report.error, report.made_at = ReportStatus.READY, "", now
+    report.summary, report.notes = render.summary(content, notes), notes
+    report.save(update_fields=["status", "error", "made_at", "summary", "notes", "html", "pdf", "csv"])
+    return True
+
+
+def _replace_files(report: Report, files: dict[str, bytes]) -> None:
+    """Write the new files under the report's names, deleting the old ones first (no ``_abc123`` suffixes)."""
+    for field, data in files.items():
+        stored = getattr(report, field)
+        if stored:
+            stored.delete(save=False)
+        stored.save(f"{report.file_stem}.{field}", ContentFile(data), save=False)
+
+
+def make_scheduled(kind: str, now: datetime) -> list[Report]:
+    """Beat's daily or weekly run: the last complete period's cluster report and one per tenant, each sent to its
+    recipients."""
+    period = last_complete(kind, now)
+    made = []
+    for tenant in [None, *Tenant.objects.order_by("name")]:
+        report = make_report(period, tenant, now=now)
+        if report.status == ReportStatus.READY:
+            send_report(report)
+        made.append(report)
+    return made
+
+
+def send_report(report: Report) -> list[int]:
+    """Queue one e-mail per recipient of the report (``deliver.queue_deliveries``); a worker sends them."""
+    from .tasks import deliver_one  # the task module imports this one
+
+    ids = deliver.queue_deliveries(report, timezone.now())
+    transaction.on_commit(lambda: [deliver_one.delay(pk) for pk in ids])
+    return ids

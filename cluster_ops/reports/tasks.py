@@ -1,0 +1,38 @@
+"""Celery tasks of reports: make one, make the scheduled ones (beat), send one e-mail (retried with backoff)."""
+
+from __future__ import annotations
+
+from celery import Task, shared_task
+from django.utils import timezone
+
+from cluster_ops.models import Report, ReportStatus
+
+from . import deliver, services
+
+MAKE_TASK = "reports.make"
+SCHEDULED_TASK = "reports.make_scheduled"
+DELIVER_TASK = "reports.deliver"
+DELIVERY_RETRIES = 5  # after the first attempt: 1, 2, 4, 8, 16 minutes later (backoff), then failed
+
+
+@shared_task(name=MAKE_TASK, acks_late=True)
+def make(report_id: int, send: bool = False) -> bool:
+    """Make the queued report ``report_id``; with ``send``, e-mail it to its recipients once ready."""
+    made = services.build(report_id)
+    report = Report.objects.get(pk=report_id)
+    if made and send and report.status == ReportStatus.READY:
+        services.send_report(report)
+    return made
+
+
+@shared_task(name=SCHEDULED_TASK, acks_late=True)
+def make_scheduled(kind: str) -> int:
+    """Beat's daily or weekly reports: the cluster's and every tenant's, sent to their recipients."""
+    return len(services.make_scheduled(kind, timezone.now()))
+
+
+@shared_task(name=DELIVER_TASK, bind=True, acks_late=True, autoretry_for=(deliver.DeliveryFailed,),
+             retry_backoff=60, retry_backoff_max=3600, retry_jitter=False, max_retries=DELIVERY_RETRIES)
+def deliver_one(self: Task, delivery_id: int) -> str | None:
+    """Send one report e-mail; a failure is recorded and retried, the last one marks the delivery failed."""
+    return deliver.send_delivery(delivery_id, final_attempt=self.request.retries >= DELIVERY_RETRIES)

@@ -1,0 +1,24 @@
+"""``/api/`` routes. Every one is exempt from Django's login redirect: DRF's permissions answer
+anonymous clients with 401/403 JSON instead (a program cannot follow a login form)."""
+
+from django.contrib.auth.decorators import login_not_required
+from django.urls import URLPattern, path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import SimpleRouter
+
+from .power_caps import GpuPowerCapView
+from .views import JobReportView, JobViewSet
+
+app_name = "api"
+
+router = SimpleRouter()
+router.register("jobs", JobViewSet, basename="job")
+
+urlpatterns: list[URLPattern] = [
+    path("jobs/<int:pk>/report/", JobReportView.as_view(), name="job-report"),
+    path("gpus/<int:pk>/power-cap/", GpuPowerCapView.as_view(), name="gpu-power-cap"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    *router.urls,  # type: ignore[list-item]
+]
+for pattern in urlpatterns:
+    login_not_required(pattern.callback)

@@ -1,0 +1,68 @@
+"""Where a local job's files live, under ``settings.JOB_DIR`` (shared by all nodes in a cluster).
+
+    JOB_DIR/<job id>/                            the ranks' working directory
+    JOB_DIR/<job id>/checkpoints/                CHECKPOINT_DIR: the job's own checkpoints
+    JOB_DIR/<job id>/logs/gen<g>-rank<r>.log     stdout and stderr of rank r of generation g
+    JOB_DIR/<job id>/run/gen<g>-rank<r>.exit     its exit code (``supervise.write_exit``)
+    JOB_DIR/<job id>/run/gen<g>-<host>.started   the agent of <host> started its ranks of g
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+_LOG_NAME = re.compile(r"gen(\d+)-rank(\d+)\.log")
+
+
+def job_dir(job_id: int) -> Path:
+    return Path(settings.JOB_DIR) / str(job_id)
+
+
+def checkpoint_dir(job_id: int) -> Path:
+    return job_dir(job_id) / "checkpoints"
+
+
+def log_path(job_id: int, generation: int, rank: int) -> Path:
+    return job_dir(job_id) / "logs" / f"gen{generation}-rank{rank}.log"
+
+
+def exit_path(job_id: int, generation: int, rank: int) -> Path:
+    return job_dir(job_id) / "run" / f"gen{generation}-rank{rank}.exit"
+
+
+def started_path(job_id: int, generation: int, hostname: str) -> Path:
+    return job_dir(job_id) / "run" / f"gen{generation}-{hostname}.started"
+
+
+def read_exit(job_id: int, generation: int, rank: int) -> dict[str, Any] | None:
+    """``{"code": int, "at": unix time}`` once the rank has ended, else None."""
+    try:
+        return json.loads(exit_path(job_id, generation, rank).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def tail(path: Path, lines: int = 20, max_bytes: int = 16384) -> str:
+    """The last ``lines`` lines of a file (reading at most its last ``max_bytes``); empty if absent."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(path.stat().st_size - max_bytes, 0))
+            data = handle.read()
+    except FileNotFoundError:
+        return ""
+    return "\n".join(data.decode(errors="replace").splitlines()[-lines:])
+
+
+def log_tails(job_id: int, lines: int = 30, limit: int = 8) -> list[tuple[str, str]]:
+    """(file name, tail) of the job's rank logs, newest generation first, then by rank; at most ``limit``."""
+    logs = []
+    for path in (job_dir(job_id) / "logs").glob("gen*-rank*.log"):
+        match = _LOG_NAME.fullmatch(path.name)
+        if match:
+            logs.append((-int(match[1]), int(match[2]), path))
+    return [(path.name, tail(path, lines)) for _, _, path in sorted(logs)[:limit]]

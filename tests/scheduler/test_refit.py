@@ -1,0 +1,63 @@
+"""Refitting a job's goodput model from its reports (scheduler/refit.py)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from django.utils import timezone
+
+from scheduler import services
+from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.models import Allocation, Job, JobReport
+from scheduler.refit import refit_job, rescale_to_measurements, scale_perf
+
+PROFILE = FITTED_PROFILES["bert"]["v100"]
+GPUS, NODES, LOCAL = np.array([1, 2, 4, 8, 16]), np.array([1, 1, 1, 1, 2]), np.array([8, 8, 8, 6, 4])
+
+
+def test_compute_and_sync_scales_are_recovered_separately() -> None:
+    truth = scale_perf(PROFILE.perf, 1.5, 3.0)
+    measured = replace(PROFILE, perf=truth).iteration_time(NODES, GPUS, LOCAL)
+    fitted = rescale_to_measurements(PROFILE.perf, NODES, GPUS, LOCAL, measured)
+    assert fitted.beta_c / PROFILE.perf.beta_c == pytest.approx(1.5, rel=0.02)
+    assert fitted.alpha_n / PROFILE.perf.alpha_n == pytest.approx(3.0, rel=0.05)
+    assert fitted.gamma == PROFILE.perf.gamma
+
+
+def test_without_multi_gpu_reports_sync_follows_compute() -> None:
+    one = np.ones(3)
+    measured = 2.5 * PROFILE.iteration_time(one, one, [2, 4, 8])
+    fitted = rescale_to_measurements(PROFILE.perf, one, one, [2, 4, 8], measured)
+    assert fitted.alpha_c / PROFILE.perf.alpha_c == pytest.approx(2.5, rel=0.01)
+    assert fitted.alpha_r / PROFILE.perf.alpha_r == pytest.approx(2.5, rel=0.01)
+
+
+def add_reports(job: Job, configs: list[tuple[int, int]]) -> None:
+    for gpus, batch in configs:
+        JobReport.objects.create(job=job, at=timezone.now(), progress=0, throughput=100.0 * gpus, batch_size=batch,
+                                 gpus=gpus, grad_noise_scale=None)
+
+
+def test_nothing_is_stored_below_three_configurations(job: Job) -> None:
+    add_reports(job, [(1, 32), (1, 32), (2, 64), (2, 64)])
+    assert refit_job(job) is None and Job.objects.get(pk=job.pk).fitted_model is None
+
+
+def test_an_unknown_profile_is_not_refitted(job: Job) -> None:
+    Job.objects.filter(pk=job.pk).update(workload_profile="custom")
+    job.refresh_from_db()
+    add_reports(job, [(1, 32), (2, 64), (4, 128)])
+    assert refit_job(job) is None
+
+
+def test_the_gpu_type_comes_from_the_gpus_it_ran_on(job: Job) -> None:
+    specs = [services.GpuSpec(i, f"GPU-v-{i}", "Tesla V100-SXM2-32GB", 32768, 300) for i in range(2)]
+    node = services.register_node("v100-node", specs)
+    Allocation.objects.create(job=job, gpu=node.gpus.first(), started_at=timezone.now())
+    add_reports(job, [(1, 32), (2, 64), (4, 128)])
+    stored = refit_job(job)
+    assert stored is not None and stored["gpu_type"] == "v100" and stored["reports"] == 3
+    assert stored["noise_scale"] == FITTED_PROFILES["cifar10"]["v100"].noise_scale  # none reported
+    assert Job.objects.get(pk=job.pk).fitted_model == stored
