@@ -1,12 +1,14 @@
-"""Framing rules: every page refuses to be framed, except the Dash apps our own pages embed."""
+"""The embedded Dash apps: who may frame them, and CSRF on their callbacks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import CsrfViewMiddleware
 
 DASH_APP_PREFIX = "/django_plotly_dash/"
+DASH_CALLBACK_SUFFIX = "/_dash-update-component"
 
 
 class DashFramesSameOrigin:
@@ -24,3 +26,21 @@ class DashFramesSameOrigin:
         if request.path.startswith(DASH_APP_PREFIX):
             response.headers["X-Frame-Options"] = "SAMEORIGIN"
         return response
+
+
+class DashCallbacksCsrf(CsrfViewMiddleware):
+    """CSRF on the Dash callback endpoint, which django-plotly-dash marks ``csrf_exempt``.
+
+    A callback can start work (the energy what-if launches simulations), so it gets the
+    same check as every other POST. Dash's renderer sends the ``_csrf_token`` cookie as the
+    ``X-CSRFToken`` header, hence ``CSRF_COOKIE_NAME = "_csrf_token"`` in settings.
+    """
+
+    def process_view(self, request: HttpRequest, callback: Callable, callback_args: tuple, callback_kwargs: dict):  # type: ignore[override]
+        if request.path.startswith(DASH_APP_PREFIX) and request.path.endswith(DASH_CALLBACK_SUFFIX):
+            return super().process_view(request, _checked, callback_args, callback_kwargs)
+        return None
+
+
+def _checked(request: HttpRequest) -> HttpResponse:  # a stand-in view without csrf_exempt
+    raise AssertionError("never called")

@@ -117,6 +117,7 @@ HTTPS = envbool("HTTPS", False)
 SECURE_SSL_REDIRECT = HTTPS
 SESSION_COOKIE_SECURE = HTTPS
 CSRF_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_NAME = "_csrf_token"  # the cookie Dash's renderer sends back as X-CSRFToken (cluster_ops/middleware.py)
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
 SECURE_HSTS_PRELOAD = HTTPS
@@ -153,6 +154,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "cluster_ops.middleware.DashFramesSameOrigin",  # after it: the embedded Dash apps may be framed by us
+    "cluster_ops.middleware.DashCallbacksCsrf",  # their callbacks are csrf_exempt upstream; not here
     # Last: the {% plotly_* %} template tags need it (without it: AttributeError dpd_content_handler).
     "django_plotly_dash.middleware.BaseMiddleware",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.test import Client
@@ -177,7 +178,7 @@ def test_session_auth_enforces_csrf_on_writes(member: User, tenant: Tenant) -> N
     refused = browser.post("/api/jobs/", new_job(), content_type="application/json")
     assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
     secret = "a" * 32
-    browser.cookies["csrftoken"] = secret
+    browser.cookies[settings.CSRF_COOKIE_NAME] = secret
     accepted = browser.post("/api/jobs/", new_job(), content_type="application/json", HTTP_X_CSRFTOKEN=secret)
     assert accepted.status_code == 201
 

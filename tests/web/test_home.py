@@ -1,5 +1,6 @@
 """The landing page: behind login, scoped to the user's tenants."""
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.test import Client
 
@@ -27,7 +28,7 @@ def test_login_page_is_public_and_has_csrf(client: Client, db: None) -> None:
 def test_logging_in_with_the_form(db: None) -> None:
     User.objects.create_user("carol", password="pw-carol-123")
     client = Client(enforce_csrf_checks=True)
-    token = client.get("/accounts/login/").cookies["csrftoken"].value
+    token = client.get("/accounts/login/").cookies[settings.CSRF_COOKIE_NAME].value
     response = client.post("/accounts/login/", {"username": "carol", "password": "pw-carol-123",
                                                 "csrfmiddlewaretoken": token})
     assert response.status_code == 302 and response["Location"] == "/"
