@@ -10,19 +10,10 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from scheduler.admin.audit import AuditAdmin
+
 from .models import GpuEvent, GpuHour, GpuMinute, PowerCap
 from .storage import acknowledge_events
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.action(description="Acknowledge selected events", permissions=["change"])
@@ -32,7 +23,7 @@ def acknowledge(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Qu
 
 
 @admin.register(GpuEvent)
-class GpuEventAdmin(ReadOnlyAdmin):
+class GpuEventAdmin(AuditAdmin):
     list_display = ("at", "gpu", "kind", "severity", "code", "message", "acknowledged")
     list_filter = ("acknowledged", "severity", "kind", "gpu__node")
     search_fields = ("message", "gpu__uuid", "gpu__node__hostname")
@@ -46,7 +37,7 @@ class GpuEventAdmin(ReadOnlyAdmin):
 
 
 @admin.register(PowerCap)
-class PowerCapAdmin(ReadOnlyAdmin):
+class PowerCapAdmin(AuditAdmin):
     list_display = ("requested_at", "gpu", "requested_w", "status", "enforced_w", "requested_by", "applied_at",
                     "message")
     list_filter = ("status", "gpu__node")
@@ -54,7 +45,7 @@ class PowerCapAdmin(ReadOnlyAdmin):
     list_select_related = ("gpu__node", "requested_by")
 
 
-class RollupAdmin(ReadOnlyAdmin):
+class RollupAdmin(AuditAdmin):
     list_display = ("start", "gpu", "samples", "gpu_util_avg", "gpu_util_max", "power_w_avg", "energy_j",
                     "allocated_seconds", "idle_allocated_seconds", "simulated")
     list_filter = ("simulated", "gpu__node")

@@ -1,0 +1,34 @@
+"""The scheduler's models, one module per concern; everything is importable from here.
+
+``queue``: tenants, inventory, jobs and allocations. ``audit``: rounds and rescale events.
+``whatif``: what-if runs and sweeps. ``live``: the live scheduler's settings and state.
+"""
+
+from .audit import RescaleEvent, RescaleKind, RoundStatus, SchedulingRound
+from .live import DemoFeed, ExecutorKind, JobReport, Lease, PolicyState, SchedulerSettings, SettingsChange
+from .queue import (
+    ACTIVE_STATES,
+    FINISHED_STATES,
+    JOB_TRANSITIONS,
+    QUEUED_STATES,
+    SCHEDULABLE_STATES,
+    Allocation,
+    Gpu,
+    GpuHealth,
+    Job,
+    JobQuerySet,
+    JobState,
+    Node,
+    Tenant,
+    TenantQuerySet,
+    new_report_token,
+)
+from .whatif import WHATIF_FINISHED, WhatIfRun, WhatIfStatus, WhatIfSweep
+
+__all__ = [
+    "ACTIVE_STATES", "FINISHED_STATES", "JOB_TRANSITIONS", "QUEUED_STATES", "SCHEDULABLE_STATES",
+    "WHATIF_FINISHED", "Allocation", "DemoFeed", "ExecutorKind", "Gpu", "GpuHealth", "Job", "JobQuerySet",
+    "JobReport", "JobState", "Lease", "Node", "PolicyState", "RescaleEvent", "RescaleKind", "RoundStatus",
+    "SchedulerSettings", "SchedulingRound", "SettingsChange", "Tenant", "TenantQuerySet", "WhatIfRun",
+    "WhatIfStatus", "WhatIfSweep", "new_report_token",
+]

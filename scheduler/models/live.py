@@ -1,0 +1,128 @@
+"""The live scheduler's own state: settings, policy memory, the round's lease, job reports, the demo feed."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from .audit import SchedulingRound
+from .queue import Job
+
+
+class JobReport(models.Model):
+    """What a running job's workers said about themselves: progress, speed and gradient noise."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="reports")
+    at = models.DateTimeField()
+    progress = models.FloatField(validators=[MinValueValidator(0.0)])
+    throughput = models.FloatField(validators=[MinValueValidator(0.0)], help_text="samples/s")
+    batch_size = models.PositiveIntegerField()
+    gpus = models.PositiveIntegerField(help_text="GPUs it ran on when it measured")
+    nodes = models.PositiveIntegerField(default=1)
+    grad_noise_scale = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["job", "at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(progress__gte=0) & Q(throughput__gte=0), name="jobreport_non_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class ExecutorKind(models.TextChoices):
+    SIMULATED = "simulated", "simulated (progress by the goodput model)"
+    LOCAL = "local", "local (real processes through node agents)"
+
+
+class SchedulerSettings(models.Model):
+    """The live scheduler's knobs: one row, changed at run time; every change is recorded."""
+
+    policy = models.CharField(max_length=50, default="tiresias")
+    round_seconds = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    executor = models.CharField(max_length=20, choices=ExecutorKind.choices, default=ExecutorKind.SIMULATED)
+    simulated_speedup = models.FloatField(
+        default=1.0, validators=[MinValueValidator(0.001)],
+        help_text="the simulated executor's clock runs this many times faster than the wall",
+    )
+    restart_seconds = models.FloatField(
+        default=30.0, validators=[MinValueValidator(0.0)],
+        help_text="the simulated executor's restart delay after a rescale or preemption",
+    )
+    paused = models.BooleanField(default=False, help_text="tick to stop scheduling rounds")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "scheduler settings"
+        constraints = [
+            models.CheckConstraint(condition=Q(pk=1), name="scheduler_settings_single_row"),
+            models.CheckConstraint(condition=Q(round_seconds__gte=1), name="scheduler_round_seconds_positive"),
+            models.CheckConstraint(condition=Q(simulated_speedup__gt=0), name="scheduler_speedup_positive"),
+            models.CheckConstraint(condition=Q(restart_seconds__gte=0), name="scheduler_restart_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy} every {self.round_seconds} s on the {self.executor} executor"
+
+
+class SettingsChange(models.Model):
+    """Audit trail of the scheduler settings: who changed what, when."""
+
+    at = models.DateTimeField()
+    field = models.CharField(max_length=50)
+    old_value = models.CharField(max_length=100)
+    new_value = models.CharField(max_length=100)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.old_value} → {self.new_value}"
+
+
+class PolicyState(models.Model):
+    """The memory a policy carries from one round to the next (``scheduler.core`` ``PolicyState``)."""
+
+    policy = models.CharField(max_length=50, unique=True)
+    state = models.JSONField(default=dict)
+    round = models.ForeignKey(SchedulingRound, on_delete=models.SET_NULL, null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["policy"]
+
+    def __str__(self) -> str:
+        return self.policy
+
+
+class Lease(models.Model):
+    """A named lock with an expiry, held by at most one worker (the scheduling round's)."""
+
+    name = models.CharField(max_length=50, unique=True)
+    holder = models.CharField(max_length=255, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder or 'nobody'}"
+
+
+class DemoFeed(models.Model):
+    """The demo cluster's arrivals: a trace replayed in a loop, ``speedup`` times faster than the wall."""
+
+    trace = models.CharField(max_length=500, help_text="the trace file, or 'generator'")
+    started_at = models.DateTimeField(help_text="wall time of the trace's time zero")
+    speedup = models.FloatField(default=1.0, validators=[MinValueValidator(0.001)])
+    submitted = models.PositiveIntegerField(default=0, help_text="trace jobs submitted so far, over all loops")
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=Q(speedup__gt=0), name="demofeed_speedup_positive")]
+
+    def __str__(self) -> str:
+        return f"{self.trace} ×{self.speedup:g}, {self.submitted} submitted"
