@@ -136,12 +136,27 @@ def _setting_errors(scenario: Scenario) -> dict[str, str]:
         errors["elastic"] = "Expected true, false or empty (the policy decides)."
     if problem := _node_groups_problem(scenario.node_groups):
         errors["node_groups"] = problem
+    if problem := _type_caps_problem(scenario.power_caps_by_type):
+        errors["power_caps_by_type"] = problem
     if not isinstance(scenario.tenant_quotas, Mapping) or not all(
         isinstance(name, str) and isinstance(quota, int) and not isinstance(quota, bool) and quota >= 0
         for name, quota in scenario.tenant_quotas.items()
     ):
         errors["tenant_quotas"] = "Expected tenant names with whole numbers of GPUs ≥ 0."
     return errors
+
+
+def _type_caps_problem(caps: Any) -> str | None:
+    """What is wrong with ``Scenario.power_caps_by_type`` (GPU type → cap fraction), or None."""
+    if not isinstance(caps, Mapping):
+        return f"Expected GPU types with their cap fractions, got {caps!r}."
+    low, high = LIMITS["power_cap_fraction"]
+    for gpu_type, cap in caps.items():
+        if gpu_type not in DEFAULT_SPECS:
+            return f"Unknown GPU type {gpu_type!r}; expected one of {', '.join(DEFAULT_SPECS)}."
+        if isinstance(cap, bool) or not isinstance(cap, int | float) or not (math.isfinite(cap) and low <= cap <= high):
+            return f"The cap of {gpu_type} must be a number between {low:g} and {high:g}, got {cap!r}."
+    return None
 
 
 def _node_groups_problem(groups: Any) -> str | None:

@@ -165,8 +165,9 @@ def power_factor(cap_fraction: float) -> float:
 class PowerModel:
     """Watts per GPU type under a power cap, and the facility energy, CO₂ and cost of IT energy.
 
-    Unknown GPU types are refused (a ValueError naming the type and the known ones) rather than given a generic
-    guess: add a ``GpuPowerSpec`` for them to ``specs``.
+    ``cap_fraction`` caps every GPU type; ``type_caps`` overrides it for the types it names (an operator caps the
+    power-hungry A100s harder than the T4s). Unknown GPU types are refused (a ValueError naming the type and the
+    known ones) rather than given a generic guess: add a ``GpuPowerSpec`` for them to ``specs``.
     """
 
     specs: Mapping[str, GpuPowerSpec] = field(default_factory=lambda: DEFAULT_SPECS)
@@ -174,27 +175,43 @@ class PowerModel:
     pue: float = DEFAULT_PUE
     grid_g_co2_per_kwh: float = DEFAULT_GRID_G_CO2_PER_KWH
     price_per_kwh: float = DEFAULT_PRICE_PER_KWH
+    type_caps: Mapping[str, float] = field(default_factory=dict)  # GPU type → its cap, overriding cap_fraction
 
     def __post_init__(self) -> None:
         checked_cap(self.cap_fraction)
+        for gpu_type, cap in self.type_caps.items():
+            self.spec(gpu_type)  # a cap for a type without a spec is a typo, not a no-op
+            try:
+                checked_cap(cap)
+            except ValueError as error:
+                raise ValueError(f"GPU type {gpu_type!r}: {error}") from None
         if self.pue < 1:
             raise ValueError(f"PUE is facility ÷ IT energy, so at least 1; got {self.pue!r}")
         if self.grid_g_co2_per_kwh < 0 or self.price_per_kwh < 0:
             raise ValueError("grid intensity and price per kWh must be ≥ 0")
 
-    def at_cap(self, cap_fraction: float) -> PowerModel:
-        """The same model under another cap."""
-        return replace(self, cap_fraction=cap_fraction)
+    def at_cap(self, cap_fraction: float, type_caps: Mapping[str, float] | None = None) -> PowerModel:
+        """The same model under another cap (and, if given, other per-type caps; else it keeps its own)."""
+        return replace(self, cap_fraction=cap_fraction,
+                       type_caps=dict(self.type_caps if type_caps is None else type_caps))
+
+    def cap_for(self, gpu_type: str) -> float:
+        """The cap fraction that applies to ``gpu_type``: its own, or the model's for every type."""
+        return self.type_caps.get(gpu_type, self.cap_fraction)
 
     @property
     def throughput_factor(self) -> float:
-        """Training throughput under this model's cap, relative to uncapped."""
+        """Training throughput under this model's all-types cap, relative to uncapped."""
         return throughput_factor(self.cap_fraction)
 
     @property
     def energy_factor(self) -> float:
-        """Energy per unit of training work under this model's cap, relative to uncapped."""
+        """Energy per unit of training work under this model's all-types cap, relative to uncapped."""
         return energy_factor(self.cap_fraction)
+
+    def throughput_factors(self) -> dict[str, float]:
+        """Training throughput relative to uncapped for each GPU type with a cap of its own."""
+        return {gpu_type: throughput_factor(cap) for gpu_type, cap in self.type_caps.items()}
 
     def spec(self, gpu_type: str) -> GpuPowerSpec:
         """The spec of ``gpu_type``; a ValueError naming it and the known types if there is none."""
@@ -205,8 +222,8 @@ class PowerModel:
             raise ValueError(f"no power spec for GPU type {gpu_type!r} (known: {known}); add one to specs") from None
 
     def limit_w(self, gpu_type: str) -> float:
-        """The enforced power limit: cap × board power."""
-        return self.cap_fraction * self.spec(gpu_type).tdp_w
+        """The enforced power limit: the type's cap × board power."""
+        return self.cap_for(gpu_type) * self.spec(gpu_type).tdp_w
 
     def idle_gpu_power_w(self, gpu_type: str) -> float:
         """Draw of a powered GPU doing no work (never above the enforced limit)."""
@@ -214,7 +231,7 @@ class PowerModel:
 
     def busy_gpu_power_w(self, gpu_type: str) -> float:
         """Average draw of a GPU training at full utilisation under the cap, between the idle draw and the limit."""
-        capped = min(self.spec(gpu_type).max_w * power_factor(self.cap_fraction), self.limit_w(gpu_type))
+        capped = min(self.spec(gpu_type).max_w * power_factor(self.cap_for(gpu_type)), self.limit_w(gpu_type))
         return max(capped, self.idle_gpu_power_w(gpu_type))
 
     def power_w(self, gpu_type: str, utilisation: float) -> float:

@@ -18,8 +18,6 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from scheduler.core.gpu_types import gpu_type_key
-from scheduler.models import Gpu
 from scheduler.rounds import scheduler_settings
 from scheduler.sim.presets import PRESET_LOADERS
 from telemetry.power import DEFAULT_GRID_G_CO2_PER_KWH, DEFAULT_PRICE_PER_KWH, DEFAULT_PUE, DEFAULT_SPECS
@@ -31,10 +29,12 @@ from .energy_data import (
     LIVE_CLUSTER,
     Choices,
     SweepView,
+    cluster_gpu_types,
     past_sweeps,
     policy_options,
     start_whatif,
     sweep_view,
+    tenant_energy,
     tenant_times,
     trace_files,
     trade_off,
@@ -57,6 +57,17 @@ def _field(label: str, control: Any, width: int = 3) -> dbc.Col:
     return dbc.Col([dbc.Label(label, className="small text-muted mb-0"), control], xs=12, sm=6, lg=width)
 
 
+CAP_TYPES = sorted(DEFAULT_SPECS)  # a slider each; the chosen cluster's types are shown
+DEFAULT_CAP = 0.8
+
+
+def _cap_slider(gpu_type: str) -> dbc.Col:
+    slider = dcc.Slider(id=f"energy-cap-{gpu_type}", min=0.5, max=1.0, step=0.05, value=DEFAULT_CAP,
+                        marks={v / 100: f"{v / 100:g}" for v in range(50, 101, 10)})
+    return dbc.Col([html.Span(gpu_type.upper(), className="small fw-semibold"), slider],
+                   id=f"energy-cap-col-{gpu_type}", xs=12, md=6, lg=3, style={"display": "none"})
+
+
 app = common.new_app("energy")
 app.layout = common.page_layout(
     dcc.Store(id="energy-init", data=0),
@@ -70,10 +81,9 @@ app.layout = common.page_layout(
             *({"label": f"preset {name}", "value": name} for name in PRESET_LOADERS)])),
         _field("Jobs (first N; empty: all)", _number("energy-max-jobs", None, 1, 1, 100_000, "all"), 2),
         _field("Policy", dbc.Select(id="energy-policy", size="sm", options=[], value="pollux"), 2),
-        _field("Power cap (fraction of each GPU's board power)", dcc.Slider(
-            id="energy-cap", min=0.5, max=1.0, step=0.05, value=0.8,
-            marks={v / 100: f"{v / 100:g}" for v in range(50, 101, 10)}), 5),
-        dbc.Col(html.Div(id="energy-cap-watts", className="small text-muted pt-3"), xs=12, lg=7),
+        dbc.Col([dbc.Label("Power cap per GPU type (fraction of its board power)", className="small text-muted mb-0"),
+                 dbc.Row([_cap_slider(gpu_type) for gpu_type in CAP_TYPES], className="g-2"),
+                 html.Div(id="energy-cap-watts", className="small text-muted")], xs=12),
         _field("Idle nodes", dbc.Checklist(id="energy-powerdown", switch=True, value=[],
                                            options=[{"label": "power down", "value": "on"}]), 2),
         _field("Spare nodes kept on", _number("energy-spares", 1, 1, 0, 10_000), 2),
@@ -98,8 +108,12 @@ app.layout = common.page_layout(
         dbc.Col(common.section("Energy vs job completion time", common.graph("energy-scatter", 300),
                                subtitle="each run: average JCT (filled) and p99 JCT (open)"), lg=6),
     ], className="g-3"),
-    common.section("Per tenant", common.graph("energy-tenants", 300),
-                   subtitle="JCT of each tenant's jobs in each run: bar = average, whisker = p99"),
+    dbc.Row([
+        dbc.Col(common.section("Per tenant: job completion time", common.graph("energy-tenants", 300),
+                               subtitle="JCT of each tenant's jobs in each run: bar = average, whisker = p99"), lg=6),
+        dbc.Col(common.section("Per tenant: energy", common.graph("energy-tenant-energy", 300),
+                               subtitle="facility energy of the GPUs each tenant's jobs held, in each run"), lg=6),
+    ], className="g-3"),
     common.section("Past what-ifs", html.Div(id="energy-past")),
 )
 
@@ -118,31 +132,36 @@ def init(_: int, *, user: Viewer, **__: object) -> tuple[list[dict[str, str]], l
     return sources, policies, ("pollux" if live != "pollux" else "tiresias"), not user.is_staff
 
 
-@app.callback(Output("energy-cap-watts", "children"), Input("energy-cap", "value"), Input("energy-init", "data"))
-def cap_watts(cap: float | None, _: int, **__: object) -> str:
-    cap = cap or 1.0
-    types = sorted({gpu_type_key(model) for model in Gpu.objects.values_list("model", flat=True).distinct()})
-    limits = ", ".join(f"{t} {DEFAULT_SPECS[t].tdp_w:.0f} → {cap * DEFAULT_SPECS[t].tdp_w:.0f} W"
-                       for t in types if t in DEFAULT_SPECS)
+@app.callback([*(Output(f"energy-cap-col-{t}", "style") for t in CAP_TYPES), Output("energy-cap-watts", "children")],
+              Input("energy-cluster", "value"), Input("energy-init", "data"),
+              *(Input(f"energy-cap-{t}", "value") for t in CAP_TYPES))
+def cap_controls(cluster: str | None, _: int, *caps: float | None, **__: object) -> list[Any]:
+    """Show a cap slider for each GPU type of the chosen cluster, and each type's power limit under its cap."""
+    present = set(cluster_gpu_types(cluster or LIVE_CLUSTER, timezone.now()))
+    styles = [{} if gpu_type in present else {"display": "none"} for gpu_type in CAP_TYPES]
+    limits = [f"{t} {DEFAULT_SPECS[t].tdp_w:.0f} → {(cap or 1.0) * DEFAULT_SPECS[t].tdp_w:.0f} W"
+              for t, cap in zip(CAP_TYPES, caps, strict=True) if t in present]
     if not limits:
-        return "One cap fraction applies to every GPU type."
-    return f"Power limit per GPU type: {limits}. One cap fraction applies to every type."
+        return [*styles, "No GPUs in this cluster yet: nothing to cap."]
+    return [*styles, f"Power limit per GPU: {', '.join(limits)}."]
 
 
-CONTROLS = ["energy-source", "energy-days", "energy-cluster", "energy-max-jobs", "energy-policy", "energy-cap",
+CONTROLS = ["energy-source", "energy-days", "energy-cluster", "energy-max-jobs", "energy-policy",
             "energy-powerdown", "energy-spares", "energy-min-off", "energy-load", "energy-pue", "energy-grid",
-            "energy-price"]
+            "energy-price", *(f"energy-cap-{gpu_type}" for gpu_type in CAP_TYPES)]
 
 
 def choices_from(values: list[Any]) -> Choices:
-    """The controls' values as ``Choices``; an empty number falls back to its default."""
-    source, days, cluster, max_jobs, policy, cap, down, spares, min_off, load, pue, grid, price = values
+    """The controls' values (``CONTROLS`` order) as ``Choices``; an empty number falls back to its default."""
+    source, days, cluster, max_jobs, policy, down, spares, min_off, load, pue, grid, price = values[:12]
+    caps = dict(zip(CAP_TYPES, values[12:], strict=True))
     default = Choices()
     return Choices(
         source=source or HISTORY, days=min(MAX_DAYS, max(1, int(days or default.days))),
         cluster=cluster or LIVE_CLUSTER,
         max_jobs=int(max_jobs) if max_jobs else None, policy=policy or default.policy,
-        power_cap_fraction=float(cap or 1.0), power_down_spares=int(spares or 0) if down else None,
+        power_caps={gpu_type: float(cap or 1.0) for gpu_type, cap in caps.items()},
+        power_down_spares=int(spares or 0) if down else None,
         min_off_seconds=60.0 * float(min_off if min_off is not None else 10), load_factor=float(load or 1.0),
         pue=float(pue if pue is not None else default.pue),
         grid_g_co2_per_kwh=float(grid if grid is not None else default.grid_g_co2_per_kwh),
@@ -184,19 +203,20 @@ def run_or_list(clicks: int | None, _: int, *values: Any, user: Viewer, **__: ob
 @app.callback([Output("energy-progress", "children"), Output("energy-tick", "disabled"),
                Output("energy-stats", "children"), Output("energy-tradeoff", "figure"),
                Output("energy-scatter", "figure"), Output("energy-tenants", "figure"),
-               Output("energy-past", "children")],
+               Output("energy-tenant-energy", "figure"), Output("energy-past", "children")],
               Input("energy-sweep", "value"), Input("energy-tick", "n_intervals"))
 def show(sweep_id: Any, _: int | None, *, user: Viewer, **__: object) -> tuple[Any, ...]:
     view = sweep_view(int(sweep_id)) if sweep_id not in (None, "") else None
     past = past_table()
     if view is None:
         empty = common.empty_figure(NO_RUN)
-        return (html.Div(NO_RUN, className="text-muted small"), True, None, empty, empty, empty, past)
+        return (html.Div(NO_RUN, className="text-muted small"), True, None, empty, empty, empty, empty, past)
     if not view.finished:
         waiting = common.empty_figure("Simulating… the comparison appears when every run has finished.")
-        return progress_bars(view), False, None, waiting, waiting, waiting, past
+        return progress_bars(view), False, None, waiting, waiting, waiting, waiting, past
+    visible = visible_tenant_names(user)
     return (progress_bars(view), True, stats(view), change_figure(view), scatter_figure(view),
-            tenants_figure(view, visible_tenant_names(user)), past)
+            tenants_figure(view, visible), tenant_energy_figure(view, visible), past)
 
 
 def progress_bars(view: SweepView) -> Any:
@@ -297,6 +317,23 @@ def tenants_figure(view: SweepView, visible: set[str] | None) -> go.Figure:
         ))
     fig.update_layout(barmode="group")
     return common.styled(fig, x_title="tenant", y_title="JCT (h): bar average, whisker up to p99", height=300)
+
+
+def tenant_energy_figure(view: SweepView, visible: set[str] | None) -> go.Figure:
+    rows = tenant_energy(view, visible)
+    if not rows:
+        return common.empty_figure("No per-tenant energy for your tenants in this what-if.")
+    fig = go.Figure()
+    for i, run in enumerate(view.runs):
+        colour = COLOURS["capacity"] if i == 0 else common.SEQUENCE[(i - 1) % len(common.SEQUENCE)]
+        fig.add_trace(go.Bar(
+            name=run.label, x=[r.tenant for r in rows], y=[r.facility_kwh[i] for r in rows], marker_color=colour,
+            customdata=[[r.co2_kg[i], r.cost[i]] for r in rows],
+            hovertemplate="%{x}: %{y:,.1f} kWh, %{customdata[0]:,.1f} kg CO₂, cost %{customdata[1]:,.2f}"
+                          "<extra>" + run.label + "</extra>",
+        ))
+    fig.update_layout(barmode="group")
+    return common.styled(fig, x_title="tenant", y_title="facility energy (kWh)", height=300)
 
 
 def past_table() -> Any:

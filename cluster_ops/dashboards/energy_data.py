@@ -25,8 +25,8 @@ import hashlib
 import os
 import tempfile
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -37,13 +37,16 @@ from django.contrib.auth.models import AnonymousUser, User
 
 from scheduler import whatif
 from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.policy import policy_names
-from scheduler.models import FINISHED_STATES, Job, JobState, Tenant, WhatIfRun, WhatIfStatus, WhatIfSweep
+from scheduler.models import FINISHED_STATES, Gpu, Job, JobState, Tenant, WhatIfRun, WhatIfStatus, WhatIfSweep
 from scheduler.rounds import build_snapshot, scheduler_settings
+from scheduler.sim.presets import get_preset
 from scheduler.sim.records import WorkloadJob
 from scheduler.sim.runner import Scenario
 from scheduler.sim.trace_formats import detect_format, write_native
 from scheduler.sim.traces import TraceError
+from telemetry.power import DEFAULT_SPECS
 
 Viewer = User | AnonymousUser
 HISTORY = "history"
@@ -58,7 +61,7 @@ class Choices:
     days: int = 7
     cluster: str = LIVE_CLUSTER  # or a preset name
     policy: str = "tiresias"
-    power_cap_fraction: float = 1.0
+    power_caps: Mapping[str, float] = field(default_factory=dict)  # GPU type → cap fraction; absent: uncapped
     power_down_spares: int | None = None  # None: nodes are never switched off
     min_off_seconds: float = 600.0
     pue: float = 1.58
@@ -124,6 +127,34 @@ def live_node_groups(now: datetime) -> list[list[Any]]:
             sorted(sizes.items(), key=lambda item: (-item[0][1] * item[1], item[0]))]
 
 
+def cluster_gpu_types(cluster: str, now: datetime) -> list[str]:
+    """The GPU types of the chosen cluster (the inventory or a preset); none for a preset whose files are missing."""
+    if cluster == LIVE_CLUSTER:  # a cheap query: the page asks on every slider move
+        models = Gpu.objects.values_list("model", flat=True).distinct()
+        return sorted({gpu_type_key(model) for model in models} & set(DEFAULT_SPECS))
+    try:
+        return sorted(get_preset(cluster, Path(settings.TRACES_DIR)).gpus_by_type)
+    except (ValueError, OSError, TraceError):
+        return []
+
+
+def scenario_caps(caps: Mapping[str, float], gpu_types: Iterable[str]) -> dict[str, Any]:
+    """The ``Scenario`` fields for per-type ``caps`` on a cluster of ``gpu_types``: one all-types fraction when every
+    type has the same cap (uncapped types count as 1.0), a cap per type otherwise."""
+    present = {gpu_type: float(caps.get(gpu_type, 1.0)) for gpu_type in gpu_types}
+    if len(set(present.values())) <= 1:
+        return {"power_cap_fraction": next(iter(present.values()), 1.0), "power_caps_by_type": {}}
+    return {"power_cap_fraction": 1.0, "power_caps_by_type": present}
+
+
+def caps_label(scenario: Mapping[str, Any]) -> str:
+    """"cap 0.8", or "caps a100 0.7, t4 0.9" for a scenario (``Scenario.as_dict``) with per-type caps."""
+    by_type = scenario.get("power_caps_by_type") or {}
+    if by_type:
+        return "caps " + ", ".join(f"{gpu_type} {cap:g}" for gpu_type, cap in sorted(by_type.items()))
+    return f"cap {scenario.get('power_cap_fraction', 1.0):g}"
+
+
 def scenarios_for(choices: Choices, now: datetime) -> tuple[Scenario, Scenario]:
     """(baseline, what-if) for the choices; ``ValueError`` for a history without jobs or an empty inventory."""
     live = scheduler_settings()
@@ -140,15 +171,17 @@ def scenarios_for(choices: Choices, now: datetime) -> tuple[Scenario, Scenario]:
         if not groups:
             raise ValueError("The inventory has no GPUs yet: choose a preset cluster.")
         cluster = {"node_groups": groups, "tenant_quotas": quotas}
+    gpu_types = {kind for kind, _, _ in cluster["node_groups"]} if "node_groups" in cluster else (
+        cluster_gpu_types(choices.cluster, now))
+    caps = scenario_caps(choices.power_caps, gpu_types)
     baseline = Scenario(
         trace=trace, policy=live.policy, round_seconds=float(live.round_seconds),
         restart_seconds=float(live.restart_seconds), max_jobs=choices.max_jobs, pue=choices.pue,
         grid_g_co2_per_kwh=choices.grid_g_co2_per_kwh, price_per_kwh=choices.price_per_kwh, **cluster,
     )
     scenario = dataclasses.replace(
-        baseline, policy=choices.policy, power_cap_fraction=choices.power_cap_fraction,
-        power_down_spares=choices.power_down_spares, min_off_seconds=choices.min_off_seconds,
-        load_factor=choices.load_factor,
+        baseline, policy=choices.policy, **caps, power_down_spares=choices.power_down_spares,
+        min_off_seconds=choices.min_off_seconds, load_factor=choices.load_factor,
     )
     return baseline, scenario
 
@@ -160,14 +193,14 @@ def _quotas() -> dict[str, int]:
 def start_whatif(user: Viewer, choices: Choices, now: datetime) -> WhatIfSweep:
     """Create and launch the sweep (baseline, what-if); ``ValidationError``/``ValueError`` say what is wrong."""
     baseline, scenario = scenarios_for(choices, now)
-    sweep = whatif.create_sweep_of([baseline, scenario], user, name=sweep_name(choices, baseline))
+    sweep = whatif.create_sweep_of([baseline, scenario], user, name=sweep_name(choices, baseline, scenario))
     whatif.launch_sweep(sweep)
     return sweep
 
 
-def sweep_name(choices: Choices, baseline: Scenario) -> str:
+def sweep_name(choices: Choices, baseline: Scenario, what_if: Scenario) -> str:
     source = f"last {choices.days} d" if choices.source == HISTORY else Path(choices.source).name
-    parts = [choices.policy, f"cap {choices.power_cap_fraction:g}"]
+    parts = [choices.policy, caps_label(what_if.as_dict())]
     if choices.power_down_spares is not None:
         parts.append(f"power-down ({choices.power_down_spares} spare)")
     if choices.load_factor != 1:
@@ -222,7 +255,7 @@ def _run_label(run: WhatIfRun, index: int) -> str:
     scenario = run.scenario
     if index == 0:
         return f"baseline ({scenario.get('policy')})"
-    parts = [str(scenario.get("policy")), f"cap {scenario.get('power_cap_fraction', 1.0):g}"]
+    parts = [str(scenario.get("policy")), caps_label(scenario)]
     if scenario.get("power_down_spares") is not None:
         parts.append(f"power-down {scenario['power_down_spares']}")
     if scenario.get("load_factor", 1.0) != 1.0:
@@ -299,16 +332,54 @@ class TenantTimes:
 def tenant_times(view: SweepView, visible: set[str] | None) -> list[TenantTimes]:
     """Per tenant in ``visible`` (None: all), average and p99 JCT (hours) in each run (``summary["tenants"]``)."""
     summaries = [run.summary or {} for run in view.runs]
-    names = sorted(name for name in {n for s in summaries for n in s.get("tenants", {})}
-                   if visible is None or name in visible)
     return [
-        TenantTimes(
-            name,
-            [_scaled(s.get("tenants", {}).get(name, {}).get("avg_jct_s"), 1 / 3600) for s in summaries],
-            [_scaled(s.get("tenants", {}).get(name, {}).get("p99_jct_s"), 1 / 3600) for s in summaries],
-        )
-        for name in names
+        TenantTimes(name, _per_run(summaries, name, "avg_jct_s", 1 / 3600),
+                    _per_run(summaries, name, "p99_jct_s", 1 / 3600))
+        for name in _tenant_names(summaries, visible)
     ]
+
+
+UNALLOCATED = "no tenant (idle GPUs)"
+
+
+@dataclass(frozen=True)
+class TenantEnergy:
+    tenant: str  # or UNALLOCATED: powered GPUs that no job held
+    facility_kwh: list[float | None]  # per run, baseline first
+    co2_kg: list[float | None]
+    cost: list[float | None]
+
+
+def tenant_energy(view: SweepView, visible: set[str] | None) -> list[TenantEnergy]:
+    """Per tenant in ``visible``, the facility energy, CO₂ and cost of the GPUs its jobs held in each run; for staff
+    (``visible`` None) also the idle GPUs' share, which is no tenant's."""
+    summaries = [run.summary or {} for run in view.runs]
+    rows = [
+        TenantEnergy(name, *(_per_run(summaries, name, key, 1.0) for key in ("facility_kwh", "co2_kg", "cost")))
+        for name in _tenant_names(summaries, visible)
+    ]
+    if visible is None and any("unallocated_energy_kwh" in s for s in summaries):
+        columns = zip(*(_unallocated(s) for s in summaries), strict=True)
+        rows.append(TenantEnergy(UNALLOCATED, *(list(column) for column in columns)))
+    return rows
+
+
+def _unallocated(summary: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+    """(facility kWh, kg CO₂, cost) of the idle GPUs: their share of the run's IT energy, priced like the whole."""
+    it_kwh, idle_kwh = summary.get("energy_kwh"), summary.get("unallocated_energy_kwh")
+    if not it_kwh or idle_kwh is None:
+        return None, None, None
+    share = idle_kwh / it_kwh
+    return summary["facility_kwh"] * share, summary["co2_kg"] * share, summary["cost"] * share
+
+
+def _tenant_names(summaries: list[dict[str, Any]], visible: set[str] | None) -> list[str]:
+    return sorted(name for name in {n for s in summaries for n in s.get("tenants", {})}
+                  if visible is None or name in visible)
+
+
+def _per_run(summaries: list[dict[str, Any]], tenant: str, key: str, scale: float) -> list[float | None]:
+    return [_scaled(s.get("tenants", {}).get(tenant, {}).get(key), scale) for s in summaries]
 
 
 def visible_tenant_names(user: Viewer) -> set[str] | None:

@@ -7,7 +7,8 @@ something that can change their answer — an arrival, a completion, a timer the
 (``PolicyResult.wake_at``) — so short rounds cost nothing on quiet stretches.
 
 The executor model: a job progresses at ``job_speed`` (its goodput model at its
-allocation, best batch size) × ``speed_factor`` (a power cap slows throughput). Every
+allocation, best batch size) × the speed factor of the GPUs it holds (a power cap slows
+throughput: ``speed_factor`` for every type, ``speed_factor_by_type`` for some). Every
 rescale, and every start after a preemption, first pays ``restart_seconds`` with no
 progress while holding its GPUs. A rigid trace job without a profile progresses one
 second of work per second at its requested GPUs, so it runs exactly its duration plus
@@ -20,7 +21,7 @@ import heapq
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,7 @@ class SimConfig:
     round_seconds: float = 60.0
     restart_seconds: float = 30.0
     speed_factor: float = 1.0  # throughput multiplier, e.g. from a power cap (telemetry/power.py)
+    speed_factor_by_type: Mapping[str, float] = field(default_factory=dict)  # GPU type → its own multiplier
     cycle: CycleConfig = field(default_factory=CycleConfig)
     horizon: float | None = None  # stop here even if jobs remain
     charge_first_start: bool = False  # also charge the restart delay on a job's first start (Pollux's simulator does)
@@ -50,8 +52,15 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.round_seconds <= 0 or self.restart_seconds < 0:
             raise ValueError("round_seconds must be > 0 and restart_seconds ≥ 0")
-        if not 0 < self.speed_factor <= 1:
-            raise ValueError(f"speed_factor must be in (0, 1], got {self.speed_factor}")
+        for name, factor in [("all types", self.speed_factor), *self.speed_factor_by_type.items()]:
+            if not 0 < factor <= 1:
+                raise ValueError(f"speed factor ({name}) must be in (0, 1], got {factor}")
+
+    def speed_factor_of(self, gpu_types: Iterable[str]) -> float:
+        """The speed factor of a job holding GPUs of ``gpu_types``: the slowest type's, since a data-parallel step
+        waits for every replica."""
+        return min((self.speed_factor_by_type.get(t, self.speed_factor) for t in gpu_types),
+                   default=self.speed_factor)
 
 
 @dataclass(slots=True)
@@ -208,7 +217,7 @@ class _Engine:
             _, version, job_id = heapq.heappop(self.restart_ends)
             run = self.active.get(job_id)
             if run is not None and run.version == version:
-                self.usage.restarted(run.gpus_by_type)
+                self.usage.restarted(run.gpus_by_type, run.spec.tenant)
 
     def _tick(self, at: float) -> float:
         """The first round at or after ``at``."""
@@ -314,7 +323,8 @@ class _Engine:
         self.usage.hold(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
         nodes = len({self.node_of[gpu] for gpu in gpus})
         info = run.job_info(self.now)
-        run.rate = job_speed(info, self.static, len(gpus), nodes, batch_size) * self.config.speed_factor
+        speed_factor = self.config.speed_factor_of(run.gpus_by_type)
+        run.rate = job_speed(info, self.static, len(gpus), nodes, batch_size) * speed_factor
         run.version += 1
         heapq.heappush(self.completions, (run.finish_eta(), run.version, run.spec.id))
 

@@ -16,7 +16,9 @@ Definitions (a value that cannot be computed, e.g. a JCT with no completed job, 
   of the cluster), per completed job; ρ > 1 means the job did worse than its fair share. Reported: p50, p99 and the
   fraction of jobs with ρ > 1.
 * **Energy**: busy GPUs at full-utilisation draw, restarting and idle GPUs at idle draw, powered-down GPUs at 0, all
-  under the run's power cap (``telemetry.power``); facility energy = × PUE; CO₂ and cost from facility energy.
+  under the run's power caps (one for every GPU type, or one per type; ``telemetry.power``); facility energy = × PUE;
+  CO₂ and cost from facility energy. A **tenant's energy** is that of the GPUs its jobs held, training or restarting;
+  powered GPUs nobody held are the cluster's **unallocated energy**, no tenant's.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class SimulationSummary:
     co2_kg: float
     cost: float
     power_cap_fraction: float
+    power_caps_by_type: dict[str, float]  # GPU types with a cap of their own (the others: power_cap_fraction)
+    unallocated_energy_kwh: float  # powered GPUs that no job held
     rounds: int
     wall_s: float
     tenants: dict[str, dict[str, Any]] = field(default_factory=dict)  # tenant → ``tenant_breakdown`` figures
@@ -175,6 +179,26 @@ def energy_kwh(usage: Sequence[UsageInterval], power: PowerModel) -> float:
     return joules / JOULES_PER_KWH
 
 
+def unallocated_energy_kwh(usage: Sequence[UsageInterval], power: PowerModel) -> float:
+    """GPU (IT) energy of powered GPUs that no job held, at idle draw."""
+    idle_w = {t: power.idle_gpu_power_w(t) for t in {t for u in usage for t in u.idle}}
+    return sum(sum(n * idle_w[t] for t, n in u.idle.items()) * u.seconds for u in usage) / JOULES_PER_KWH
+
+
+def tenant_energy_kwh(usage: Sequence[UsageInterval], power: PowerModel) -> dict[str, float]:
+    """GPU (IT) energy of the GPUs each tenant's jobs held: training at busy draw, restarting at idle draw."""
+    joules: dict[str, float] = {}
+    watts_of: dict[tuple[str, bool], float] = {}  # (GPU type, training) → watts; few types, many intervals
+    for u in usage:
+        for held, training in ((u.tenant_busy, True), (u.tenant_restarting, False)):
+            for (tenant, gpu_type), gpus in held.items():
+                if (gpu_type, training) not in watts_of:
+                    watts_of[gpu_type, training] = (power.busy_gpu_power_w(gpu_type) if training
+                                                    else power.idle_gpu_power_w(gpu_type))
+                joules[tenant] = joules.get(tenant, 0.0) + gpus * watts_of[gpu_type, training] * u.seconds
+    return {tenant: j / JOULES_PER_KWH for tenant, j in joules.items()}
+
+
 def _time_fields(jobs: Sequence[JobOutcome]) -> dict[str, Any]:
     jcts = [j.jct for j in jobs if j.jct is not None]
     queues = [j.queue_seconds for j in jobs if j.queue_seconds is not None]
@@ -198,30 +222,37 @@ def _fairness_fields(result: SimulationResult) -> dict[str, Any]:
 def _energy_fields(result: SimulationResult, power: PowerModel) -> dict[str, Any]:
     it_kwh = energy_kwh(result.usage, power)
     return {
-        "energy_kwh": it_kwh, "facility_kwh": power.facility_kwh(it_kwh), "co2_kg": power.co2_kg(it_kwh),
-        "cost": power.cost(it_kwh), "power_cap_fraction": power.cap_fraction,
+        **_energy_costs(it_kwh, power), "unallocated_energy_kwh": unallocated_energy_kwh(result.usage, power),
+        "power_cap_fraction": power.cap_fraction, "power_caps_by_type": dict(power.type_caps),
     }
 
 
-def tenant_breakdown(result: SimulationResult) -> dict[str, dict[str, Any]]:
-    """Per tenant with jobs: jobs, completed, the JCT and queueing figures of the summary, and GPU-hours held."""
+def _energy_costs(it_kwh: float, power: PowerModel) -> dict[str, float]:
+    return {"energy_kwh": it_kwh, "facility_kwh": power.facility_kwh(it_kwh), "co2_kg": power.co2_kg(it_kwh),
+            "cost": power.cost(it_kwh)}
+
+
+def tenant_breakdown(result: SimulationResult, power: PowerModel) -> dict[str, dict[str, Any]]:
+    """Per tenant with jobs: jobs, completed, the JCT and queueing figures of the summary, GPU-hours held, and the
+    energy of the GPUs it held with its facility energy, CO₂ and cost."""
     used = tenant_gpu_seconds(result.usage)
+    energy = tenant_energy_kwh(result.usage, power)
     jobs_of: dict[str, list[JobOutcome]] = {}
     for job in result.jobs:
         jobs_of.setdefault(job.tenant, []).append(job)
     return {
         tenant: {
             "jobs": len(jobs), "completed": sum(j.finish_time is not None for j in jobs), **_time_fields(jobs),
-            "gpu_hours": used.get(tenant, 0.0) / 3600,
+            "gpu_hours": used.get(tenant, 0.0) / 3600, **_energy_costs(energy.get(tenant, 0.0), power),
         }
         for tenant, jobs in sorted(jobs_of.items())
     }
 
 
 def summarise(result: SimulationResult, power: PowerModel | None = None) -> SimulationSummary:
-    """Summarise a run. Energy uses ``power`` (default ``PowerModel()``) at the run's own power cap, so one model
+    """Summarise a run. Energy uses ``power`` (default ``PowerModel()``) at the run's own power caps, so one model
     (specs, PUE, grid, price) serves every run of a cap sweep."""
-    power = (PowerModel() if power is None else power).at_cap(result.power_cap_fraction)
+    power = (PowerModel() if power is None else power).at_cap(result.power_cap_fraction, result.power_caps_by_type)
     jobs = result.jobs
     return SimulationSummary(
         policy=result.policy, jobs=len(jobs), completed=sum(j.finish_time is not None for j in jobs),
@@ -229,5 +260,5 @@ def summarise(result: SimulationResult, power: PowerModel | None = None) -> Simu
         rescales=sum(j.rescales for j in jobs), preemptions=sum(j.preemptions for j in jobs),
         restarts=sum(j.restarts for j in jobs), rounds=result.rounds, wall_s=result.wall_seconds,
         **_time_fields(jobs), **_fairness_fields(result), **_energy_fields(result, power),
-        tenants=tenant_breakdown(result),
+        tenants=tenant_breakdown(result, power),
     )

@@ -71,7 +71,7 @@ class UsageInterval:
 
     ``busy`` GPUs train; ``restarting`` ones are allocated but paying a restart delay;
     ``idle`` are powered and unallocated; ``off`` are powered down (node power-down what-if).
-    ``by_tenant`` is GPUs allocated per tenant.
+    ``tenant_busy`` and ``tenant_restarting`` split the allocated GPUs by (tenant, GPU type).
     """
 
     start: float
@@ -80,11 +80,20 @@ class UsageInterval:
     restarting: Mapping[str, int]
     idle: Mapping[str, int]
     off: Mapping[str, int] = field(default_factory=dict)
-    by_tenant: Mapping[str, int] = field(default_factory=dict)
+    tenant_busy: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    tenant_restarting: Mapping[tuple[str, str], int] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
         return self.end - self.start
+
+    @property
+    def by_tenant(self) -> dict[str, int]:
+        """GPUs allocated to each tenant, training or restarting, of any type."""
+        totals: dict[str, int] = {}
+        for (tenant, _), gpus in [*self.tenant_busy.items(), *self.tenant_restarting.items()]:
+            totals[tenant] = totals.get(tenant, 0) + gpus
+        return totals
 
     @property
     def allocated(self) -> int:
@@ -101,6 +110,7 @@ class SimulationResult:
     rounds: int  # policy invocations
     wall_seconds: float
     power_cap_fraction: float = 1.0
+    power_caps_by_type: Mapping[str, float] = field(default_factory=dict)  # GPU type → its own cap
 
     @property
     def total_gpus(self) -> int:

@@ -44,7 +44,8 @@ class Scenario:
     power_down_spares: int | None = None  # switch idle nodes off, keeping this many spare (None: never)
     power_on_seconds: float = 300.0
     min_off_seconds: float = 600.0
-    power_cap_fraction: float = 1.0
+    power_cap_fraction: float = 1.0  # every GPU type's cap, as a fraction of its board power ...
+    power_caps_by_type: Mapping[str, float] = field(default_factory=dict)  # ... unless its type has one here
     load_factor: float = 1.0  # 2.0 = the same jobs arriving twice as fast
     seed: int = 0
     max_jobs: int | None = None  # the first N jobs only
@@ -65,15 +66,21 @@ class Scenario:
             raise ValueError(f"load_factor must be > 0, got {self.load_factor}")
 
     def as_dict(self) -> dict[str, Any]:
+        # Copies as plain JSON types; a malformed field is left as it is for validation to name.
         return {
-            **dataclasses.asdict(self), "policy_config": dict(self.policy_config),
-            "node_groups": [list(group) for group in self.node_groups], "tenant_quotas": dict(self.tenant_quotas),
+            **dataclasses.asdict(self), "policy_config": _plain(self.policy_config),
+            "node_groups": [list(group) for group in self.node_groups], "tenant_quotas": _plain(self.tenant_quotas),
+            "power_caps_by_type": _plain(self.power_caps_by_type),
         }
 
     def power_model(self) -> PowerModel:
-        """The default GPU power specs under this scenario's cap, PUE, grid intensity and price."""
-        return PowerModel(cap_fraction=self.power_cap_fraction, pue=self.pue,
+        """The default GPU power specs under this scenario's caps, PUE, grid intensity and price."""
+        return PowerModel(cap_fraction=self.power_cap_fraction, type_caps=dict(self.power_caps_by_type), pue=self.pue,
                           grid_g_co2_per_kwh=self.grid_g_co2_per_kwh, price_per_kwh=self.price_per_kwh)
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if isinstance(value, Mapping) else value
 
 
 def cluster_for(scenario: Scenario, traces_dir: Path) -> tuple[tuple[NodeInfo, ...], tuple[TenantInfo, ...]]:
@@ -109,12 +116,14 @@ def run_scenario(
     """Simulate ``scenario``; returns the full result and its summary (``metrics.summarise``) as a dict."""
     policy = get_policy(scenario.policy, **scenario.policy_config)
     elastic = (not policy.event_driven) if scenario.elastic is None else scenario.elastic
-    power = power.at_cap(scenario.power_cap_fraction) if power else scenario.power_model()
+    caps = scenario.power_cap_fraction, dict(scenario.power_caps_by_type)
+    power = power.at_cap(*caps) if power else scenario.power_model()
     nodes, tenants = cluster_for(scenario, traces_dir)
     config = SimConfig(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
-                       speed_factor=power.throughput_factor, cycle=cycle or CycleConfig(),
-                       charge_first_start=scenario.charge_first_start, power_down=_power_down(scenario))
+                       speed_factor=power.throughput_factor, speed_factor_by_type=power.throughput_factors(),
+                       cycle=cycle or CycleConfig(), charge_first_start=scenario.charge_first_start,
+                       power_down=_power_down(scenario))
     result = simulate(workload_for(scenario, elastic), nodes, policy, tenants=tenants, profiles=FITTED_PROFILES,
                       config=config, on_progress=on_progress)
-    result = dataclasses.replace(result, power_cap_fraction=scenario.power_cap_fraction)
+    result = dataclasses.replace(result, power_cap_fraction=caps[0], power_caps_by_type=caps[1])
     return result, summarise(result, power).as_dict()

@@ -22,7 +22,8 @@ class UsageRecorder:
         self.gpus_by_type = Counter(node.gpu_type for node in nodes for _ in node.gpus)
         self.held: Counter[str] = Counter()
         self.restarting: Counter[str] = Counter()
-        self.by_tenant: Counter[str] = Counter()
+        self.tenant_held: Counter[tuple[str, str]] = Counter()  # (tenant, GPU type) → GPUs
+        self.tenant_restarting: Counter[tuple[str, str]] = Counter()
         self._off: Counter[str] = Counter()
         self._intervals: list[UsageInterval] = []
         self._changed = True  # since the last interval was recorded
@@ -39,21 +40,24 @@ class UsageRecorder:
     def hold(self, by_type: Mapping[str, int], tenant: str, restarting: bool) -> None:
         self._changed = True
         self.held.update(by_type)
-        self.by_tenant[tenant] += sum(by_type.values())
+        self.tenant_held.update({(tenant, gpu_type): gpus for gpu_type, gpus in by_type.items()})
         if restarting:
             self.restarting.update(by_type)
+            self.tenant_restarting.update({(tenant, gpu_type): gpus for gpu_type, gpus in by_type.items()})
 
     def release(self, by_type: Mapping[str, int], tenant: str, restarting: bool) -> None:
         self._changed = True
         self.held.subtract(by_type)
-        self.by_tenant[tenant] -= sum(by_type.values())
+        self.tenant_held.subtract({(tenant, gpu_type): gpus for gpu_type, gpus in by_type.items()})
         if restarting:
             self.restarting.subtract(by_type)
+            self.tenant_restarting.subtract({(tenant, gpu_type): gpus for gpu_type, gpus in by_type.items()})
 
-    def restarted(self, by_type: Mapping[str, int]) -> None:
+    def restarted(self, by_type: Mapping[str, int], tenant: str) -> None:
         """A job finished its restart delay: its GPUs now train."""
         self._changed = True
         self.restarting.subtract(by_type)
+        self.tenant_restarting.subtract({(tenant, gpu_type): gpus for gpu_type, gpus in by_type.items()})
 
     def record(self, start: float, end: float) -> None:
         """Usage over [start, end), constant by construction: the engine splits time at every change."""
@@ -66,8 +70,9 @@ class UsageRecorder:
         busy = +(self.held - self.restarting)
         restarting = +self.restarting
         idle = self.gpus_by_type - self.held - self.off
+        tenant_busy = +(self.tenant_held - self.tenant_restarting)
         self._append(UsageInterval(start, end, dict(busy), dict(restarting), dict(idle), dict(+self.off),
-                                   dict(+self.by_tenant)))
+                                   dict(tenant_busy), dict(+self.tenant_restarting)))
 
     def _append(self, interval: UsageInterval) -> None:
         last = self._intervals[-1] if self._intervals else None
@@ -79,11 +84,12 @@ class UsageRecorder:
     def _extend_last(self, end: float) -> None:
         last = self._intervals[-1]
         self._intervals[-1] = UsageInterval(last.start, end, last.busy, last.restarting, last.idle, last.off,
-                                            last.by_tenant)
+                                            last.tenant_busy, last.tenant_restarting)
 
     def intervals(self) -> tuple[UsageInterval, ...]:
         return tuple(self._intervals)
 
 
 def _same_usage(a: UsageInterval, b: UsageInterval) -> bool:
-    return (a.busy, a.restarting, a.idle, a.off, a.by_tenant) == (b.busy, b.restarting, b.idle, b.off, b.by_tenant)
+    return (a.busy, a.restarting, a.idle, a.off, a.tenant_busy, a.tenant_restarting) == (
+        b.busy, b.restarting, b.idle, b.off, b.tenant_busy, b.tenant_restarting)

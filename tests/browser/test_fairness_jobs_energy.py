@@ -25,7 +25,7 @@ Y_LABELS = "id => [...new Set(document.querySelector('#' + id + ' .js-plotly-plo
 def drawn(frame, *graphs: str) -> None:  # type: ignore[no-untyped-def]
     for graph in graphs:
         assert chart_meta(frame, graph) == "drawn" and chart_traces(frame, graph) > 0, graph
-    assert frame.locator(f"#{graph} .main-svg .trace").count() > 0, graph  # the traces are in the SVG
+        assert frame.locator(f"#{graph} .main-svg .trace").count() > 0, graph  # the traces are in the SVG
 
 
 def options(frame, select_id: str) -> list[str]:  # type: ignore[no-untyped-def]
@@ -98,18 +98,26 @@ def test_a_what_if_runs_from_the_page_to_its_comparison(staff_page, job_history,
     frame.locator("#energy-powerdown input").check()
     frame.fill("#energy-spares", "0")
     frame.fill("#energy-pue", "1.2")
+    # A slider per GPU type of the inventory (A100, V100), none for the others; the A100s capped one step harder.
+    assert frame.locator("#energy-cap-col-a100").is_visible() and frame.locator("#energy-cap-col-v100").is_visible()
+    assert not frame.locator("#energy-cap-col-t4").is_visible()
+    frame.locator("#energy-cap-col-a100 [role=slider]").press("ArrowLeft")
+    frame.wait_for_function("() => document.querySelector('#energy-cap-watts').innerText.includes('a100 400 → 300 W')")
     frame.click("#energy-run")
     frame.wait_for_selector(".sweep-finished", timeout=120_000)
     frame.wait_for_function("() => document.querySelector('#energy-tradeoff .js-plotly-plot').layout.meta === 'drawn'")
-    drawn(frame, "energy-tradeoff", "energy-scatter", "energy-tenants")
+    drawn(frame, "energy-tradeoff", "energy-scatter", "energy-tenants", "energy-tenant-energy")
     assert "Started" in frame.locator("#energy-message").inner_text()
     progress = frame.locator("#energy-progress").inner_text()
     assert progress.count("succeeded") == 2 and "baseline" in progress and "power-down 0" in progress
+    assert "caps a100 0.75, v100 0.8" in progress
     stats = frame.locator("#energy-stats").inner_text().lower()
     assert "facility energy" in stats and "vs baseline" in stats and "p99 jct" in stats
     assert "done" in frame.locator("#energy-past-table tbody tr").first.inner_text()
     tenants = frame.evaluate("() => document.querySelector('#energy-tenants .js-plotly-plot').data[0].x")
     assert tenants == ["language", "vision"]
+    energy = frame.evaluate("() => document.querySelector('#energy-tenant-energy .js-plotly-plot').data[0].x")
+    assert energy == ["language", "vision", "no tenant (idle GPUs)"]
     screenshot(staff_page, "energy")
 
 

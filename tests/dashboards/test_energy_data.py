@@ -46,15 +46,27 @@ def test_the_live_cluster_as_node_groups(history: History) -> None:
 
 def test_baseline_is_the_live_policy_and_the_what_if_the_choices(history: History, settings, tmp_path: Path) -> None:
     settings.VAR_DIR = tmp_path
-    choices = Choices(policy="pollux", power_cap_fraction=0.7, power_down_spares=1, pue=1.2, load_factor=1.5)
+    # The same cap on both of the cluster's types is one all-types cap; the T4 is not in this cluster.
+    caps = {"a100": 0.7, "v100": 0.7, "t4": 0.5}
+    choices = Choices(policy="pollux", power_caps=caps, power_down_spares=1, pue=1.2, load_factor=1.5)
     baseline, scenario = energy_data.scenarios_for(choices, history.now)
     assert baseline.policy == scheduler_settings().policy
     assert (baseline.power_cap_fraction, baseline.power_down_spares, baseline.load_factor) == (1.0, None, 1.0)
     assert (scenario.policy, scenario.power_cap_fraction, scenario.power_down_spares) == ("pollux", 0.7, 1)
+    assert scenario.power_caps_by_type == baseline.power_caps_by_type == {}
     assert baseline.pue == scenario.pue == 1.2
     assert baseline.node_groups == [["a100", 8, 1], ["v100", 8, 1]]
     assert baseline.tenant_quotas == {"language": 8, "vision": 8}
     assert Path(baseline.trace).parent == tmp_path / "whatif"
+
+
+def test_different_caps_per_gpu_type_stay_per_type(history: History, settings, tmp_path: Path) -> None:
+    settings.VAR_DIR = tmp_path
+    _, scenario = energy_data.scenarios_for(Choices(power_caps={"a100": 0.6}), history.now)
+    # the V100s were not given a cap: uncapped, 1.0
+    assert (scenario.power_cap_fraction, scenario.power_caps_by_type) == (1.0, {"a100": 0.6, "v100": 1.0})
+    assert energy_data.caps_label(scenario.as_dict()) == "caps a100 0.6, v100 1"
+    assert energy_data.cluster_gpu_types(energy_data.LIVE_CLUSTER, history.now) == ["a100", "v100"]
 
 
 def test_no_history_is_refused_with_a_reason(db: None, tmp_path: Path, settings) -> None:
@@ -69,7 +81,8 @@ def test_a_what_if_runs_and_compares_against_its_baseline(
     history: History, staff: User, settings, tmp_path: Path, eager_celery: None, django_capture_on_commit_callbacks
 ) -> None:
     settings.VAR_DIR = tmp_path
-    choices = Choices(policy="fifo", power_cap_fraction=0.7, power_down_spares=0, grid_g_co2_per_kwh=100.0)
+    choices = Choices(policy="fifo", power_caps={"a100": 0.7, "v100": 0.7}, power_down_spares=0,
+                      grid_g_co2_per_kwh=100.0)
     with django_capture_on_commit_callbacks(execute=True):  # the sweep is launched after commit
         sweep = energy_data.start_whatif(staff, choices, history.now)
     view = energy_data.sweep_view(sweep.pk)
@@ -84,6 +97,14 @@ def test_a_what_if_runs_and_compares_against_its_baseline(
     times = energy_data.tenant_times(view, None)
     assert [t.tenant for t in times] == ["language", "vision"] and all(v is not None for v in times[0].avg_jct_h)
     assert [t.tenant for t in energy_data.tenant_times(view, {"vision"})] == ["vision"]
+    # Each tenant's energy plus the idle GPUs' is the run's, in every run; tenants don't see the idle share.
+    energy = energy_data.tenant_energy(view, None)
+    assert [row.tenant for row in energy] == ["language", "vision", energy_data.UNALLOCATED]
+    for i, summary in enumerate((baseline, what_if)):
+        assert sum(row.facility_kwh[i] for row in energy) == pytest.approx(summary["facility_kwh"])
+        assert sum(row.co2_kg[i] for row in energy) == pytest.approx(summary["co2_kg"])
+        assert all(row.facility_kwh[i] > 0 for row in energy[:2])
+    assert [row.tenant for row in energy_data.tenant_energy(view, {"vision"})] == ["vision"]
     past = energy_data.past_sweeps()
     assert [(p.sweep_id, p.runs, p.state) for p in past] == [(sweep.pk, 2, "done")]
 

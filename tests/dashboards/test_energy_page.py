@@ -12,12 +12,16 @@ from scheduler.models import WhatIfSweep
 from .history import History
 
 pytestmark = pytest.mark.django_db
-DEFAULTS = [HISTORY, 7, LIVE_CLUSTER, None, "fifo", 0.8, [], 1, 10, 1.0, 1.58, 475, 0.1]
+CAPS = [0.8] * len(energy.CAP_TYPES)  # a slider per GPU type, in CAP_TYPES order
+DEFAULTS = [HISTORY, 7, LIVE_CLUSTER, None, "fifo", [], 1, 10, 1.0, 1.58, 475, 0.1, *CAPS]
 
 
 def test_controls_become_choices_with_bounds_and_defaults() -> None:
-    choices = energy.choices_from([HISTORY, 10_000, LIVE_CLUSTER, "", "pollux", 0.7, ["on"], 2, 5, None, None, 0, 0.2])
-    assert (choices.days, choices.max_jobs, choices.policy, choices.power_cap_fraction) == (90, None, "pollux", 0.7)
+    caps = [0.7 if gpu_type == "a100" else None for gpu_type in energy.CAP_TYPES]
+    values = [HISTORY, 10_000, LIVE_CLUSTER, "", "pollux", ["on"], 2, 5, None, None, 0, 0.2, *caps]
+    choices = energy.choices_from(values)
+    assert (choices.days, choices.max_jobs, choices.policy) == (90, None, "pollux")
+    assert choices.power_caps["a100"] == 0.7 and choices.power_caps["t4"] == 1.0  # an empty slider: uncapped
     assert (choices.power_down_spares, choices.min_off_seconds, choices.load_factor) == (2, 300.0, 1.0)
     assert (choices.pue, choices.grid_g_co2_per_kwh, choices.price_per_kwh) == (1.58, 0.0, 0.2)
     assert energy.choices_from(DEFAULTS).power_down_spares is None  # the switch is off
@@ -32,7 +36,14 @@ def test_a_tenant_user_cannot_start_a_what_if(history: History, vision_user: Use
 def test_a_bad_setting_is_reported_not_raised(history: History, staff: User, settings, tmp_path) -> None:
     settings.VAR_DIR = tmp_path
     values = list(DEFAULTS)
-    values[10] = 0.5  # a PUE below 1
+    values[9] = 0.5  # a PUE below 1
     _, shown, message = energy.run_or_list(1, 0, *values, user=staff)
     assert shown is None and "Not started" in str(message) and "pue" in str(message)
     assert not WhatIfSweep.objects.exists()
+
+
+def test_cap_sliders_show_the_clusters_gpu_types_with_their_limits(history: History) -> None:
+    *styles, caption = energy.cap_controls(LIVE_CLUSTER, 0, *CAPS)
+    shown = [t for t, style in zip(energy.CAP_TYPES, styles, strict=True) if style.get("display") != "none"]
+    assert shown == ["a100", "v100"]  # the inventory's types
+    assert "a100 400 → 320 W" in caption and "v100 300 → 240 W" in caption and "t4" not in caption

@@ -82,6 +82,24 @@ def test_a_power_cap_slows_jobs_down() -> None:
     assert by_id(run([rigid("a", 0, 4, 100)], speed_factor=0.5))["a"].finish_time == 200
 
 
+def test_a_cap_on_one_gpu_type_slows_only_the_jobs_on_that_type() -> None:
+    nodes = (NodeInfo("v", "v100", tuple(GpuSlot(f"v-g{i}") for i in range(4))),
+             NodeInfo("t", "t4", tuple(GpuSlot(f"t-g{i}") for i in range(4))))
+    jobs = [WorkloadJob("on-v100", 0, "t", 4, 4, 100, gpu_type="v100"),
+            WorkloadJob("on-t4", 0, "t", 4, 4, 100, gpu_type="t4")]
+    config = SimConfig(speed_factor_by_type={"v100": 0.5})
+    result = by_id(simulate(jobs, nodes, get_policy("fifo"), profiles=PROFILES, config=config))
+    assert (result["on-v100"].finish_time, result["on-t4"].finish_time) == (200, 100)
+
+
+def test_a_job_across_gpu_types_runs_at_its_slowest_types_speed() -> None:
+    config = SimConfig(speed_factor=0.9, speed_factor_by_type={"v100": 0.5, "a100": 0.8})
+    assert config.speed_factor_of({"v100": 2, "a100": 2}) == 0.5
+    assert config.speed_factor_of({"t4": 1}) == 0.9  # no cap of its own: the all-types one
+    with pytest.raises(ValueError, match="v100"):
+        SimConfig(speed_factor_by_type={"v100": 0})
+
+
 def test_the_horizon_stops_the_run() -> None:
     result = by_id(run([rigid("a", 0, 4, 100), rigid("b", 0, 4, 100)], horizon=150.0))
     assert result["a"].finish_time == 100 and result["b"].finish_time is None

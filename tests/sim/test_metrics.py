@@ -39,17 +39,20 @@ JOBS = (
     job("b1", "b", submit=0, start=1800, finish=7200, fair_share=7200, preemptions=1, restarts=1),
 )
 USAGE = (
-    UsageInterval(0, 1800, busy={"v100": 2}, restarting={}, idle={"v100": 1, "t4": 1}, by_tenant={"a": 2}),
-    UsageInterval(1800, 3600, busy={"v100": 2}, restarting={"t4": 1}, idle={"v100": 1}, by_tenant={"a": 2, "b": 1}),
-    UsageInterval(3600, 7200, busy={"t4": 1}, restarting={}, idle={}, off={"v100": 3}, by_tenant={"b": 1}),
+    UsageInterval(0, 1800, busy={"v100": 2}, restarting={}, idle={"v100": 1, "t4": 1},
+                  tenant_busy={("a", "v100"): 2}),
+    UsageInterval(1800, 3600, busy={"v100": 2}, restarting={"t4": 1}, idle={"v100": 1},
+                  tenant_busy={("a", "v100"): 2}, tenant_restarting={("b", "t4"): 1}),
+    UsageInterval(3600, 7200, busy={"t4": 1}, restarting={}, idle={}, off={"v100": 3}, tenant_busy={("b", "t4"): 1}),
 )
 
 
 def run(jobs: tuple[JobOutcome, ...] = JOBS, usage: tuple[UsageInterval, ...] = USAGE,
-        quotas: dict[str, int] | None = None, cap: float = 1.0) -> SimulationResult:
+        quotas: dict[str, int] | None = None, cap: float = 1.0,
+        type_caps: dict[str, float] | None = None) -> SimulationResult:
     return SimulationResult(policy="fifo", jobs=jobs, usage=usage, gpus_by_type={"v100": 3, "t4": 1},
                             tenant_quotas={"a": 3, "b": 1} if quotas is None else quotas, rounds=12,
-                            wall_seconds=0.5, power_cap_fraction=cap)
+                            wall_seconds=0.5, power_cap_fraction=cap, power_caps_by_type=type_caps or {})
 
 
 def test_job_times() -> None:
@@ -87,6 +90,26 @@ def test_energy_is_taken_at_the_runs_own_cap() -> None:
     assert s.power_cap_fraction == 0.9
 
 
+def test_a_type_cap_applies_to_that_type_only() -> None:
+    s = summarise(run(type_caps={"v100": 0.7}), POWER)
+    busy_v100 = 250 * power_factor(0.7)  # the T4 stays uncapped: idle 10 W, busy 60 W
+    joules = (2 * busy_v100 + 50 + 10) * 3600 + 60 * 3600
+    assert s.energy_kwh == pytest.approx(joules / 3.6e6)
+    assert (s.power_cap_fraction, s.power_caps_by_type) == (1.0, {"v100": 0.7})
+
+
+def test_tenant_energy_is_the_energy_of_the_gpus_it_held() -> None:
+    s = summarise(run(), POWER)
+    # a: 2 busy V100 for 3600 s = 500 W × 3600 = 0.5 kWh. b: the T4 restarting (10 W) for 1800 s, then busy (60 W)
+    # for 3600 s = 18 000 + 216 000 J = 0.065 kWh. Unallocated: idle V100 (50 W) 3600 s + idle T4 (10 W) 1800 s
+    # = 198 000 J = 0.055 kWh. The three add up to the run's 0.62 kWh.
+    a, b = s.tenants["a"], s.tenants["b"]
+    assert (a["energy_kwh"], b["energy_kwh"], s.unallocated_energy_kwh) == pytest.approx((0.5, 0.065, 0.055))
+    assert a["energy_kwh"] + b["energy_kwh"] + s.unallocated_energy_kwh == pytest.approx(s.energy_kwh)
+    assert (b["facility_kwh"], b["co2_kg"], b["cost"]) == pytest.approx((0.0975, 0.039, 0.0195))  # × 1.5, 400 g, 0.2
+    assert USAGE[1].by_tenant == {"a": 2, "b": 1}
+
+
 def test_capped_busy_energy_per_unit_of_work_is_zeus_energy() -> None:
     # The same work takes time_factor(0.7) = 1.063× longer at 0.7: 1 busy V100-hour becomes 1.063 hours.
     hour = UsageInterval(0, 3600, busy={"v100": 1}, restarting={}, idle={})
@@ -109,7 +132,7 @@ def test_jain_is_one_for_even_and_one_over_n_for_all_to_one_tenant() -> None:
     assert jain_index([3.0, 1.0]) == pytest.approx(16 / 20)  # (3+1)² / (2 × (9+1))
     assert jain_index([]) is None and jain_index([0.0, 0.0]) is None
     # b submitted a job but got nothing: (1 + 0)² / (2 × 1) = 1/2
-    hogged = (UsageInterval(0, 100, busy={"v100": 3}, restarting={}, idle={"t4": 1}, by_tenant={"a": 3}),)
+    hogged = (UsageInterval(0, 100, busy={"v100": 3}, restarting={}, idle={"t4": 1}, tenant_busy={("a", "v100"): 3}),)
     assert tenant_fairness(run(usage=hogged, quotas={})) == 0.5
     with pytest.raises(ValueError):
         jain_index([1.0, -1.0])

@@ -42,6 +42,12 @@ def test_a_power_cap_slows_the_run_and_is_reported(fixtures_dir: Path) -> None:
               "--json"]
     full, capped = json.loads(simulate(*common)), json.loads(simulate(*common, "--power-cap-fraction", "0.6"))
     assert capped["power_cap_fraction"] == 0.6 and capped["makespan_s"] > full["makespan_s"]
+    # The same cap given to the cluster's one GPU type is the same run; a cap on another type changes nothing.
+    by_type = json.loads(simulate(*common, "--power-cap", "a100=0.6"))
+    other = json.loads(simulate(*common, "--power-cap", "v100=0.6"))
+    assert by_type["power_caps_by_type"] == {"a100": 0.6}
+    assert (by_type["makespan_s"], by_type["energy_kwh"]) == pytest.approx((capped["makespan_s"], capped["energy_kwh"]))
+    assert (other["makespan_s"], other["energy_kwh"]) == pytest.approx((full["makespan_s"], full["energy_kwh"]))
 
 
 @pytest.mark.parametrize(
@@ -50,6 +56,8 @@ def test_a_power_cap_slows_the_run_and_is_reported(fixtures_dir: Path) -> None:
         (["--trace", "/nonexistent.csv"], "no such file"),
         (["--policy", "nope"], "unknown policy 'nope'"),
         (["--power-cap-fraction", "1.5"], "1.5"),
+        (["--power-cap", "a100=0"], "GPU type 'a100'.*got 0"),
+        (["--power-cap", "a1000=0.7"], "no power spec for GPU type 'a1000'"),
     ],
 )
 def test_bad_input_is_named(fixtures_dir: Path, args: list[str], message: str) -> None:

@@ -31,3 +31,16 @@ def test_a_change_that_undoes_itself_still_merges_and_powering_down_splits() -> 
     usage.off = Counter({"v100": 4})
     usage.record(20, 30)
     assert [(i.start, i.end, i.off) for i in usage.intervals()] == [(0, 20, {}), (20, 30, {"v100": 4})]
+
+
+def test_tenant_usage_is_split_by_gpu_type_and_restart() -> None:
+    usage = UsageRecorder(NODES)
+    usage.hold({"v100": 2}, "a", restarting=True)
+    usage.hold({"v100": 1}, "b", restarting=False)
+    usage.record(0, 10)
+    usage.restarted({"v100": 2}, "a")
+    usage.record(10, 20)
+    first, second = usage.intervals()
+    assert (first.tenant_busy, first.tenant_restarting) == ({("b", "v100"): 1}, {("a", "v100"): 2})
+    assert (second.tenant_busy, second.tenant_restarting) == ({("a", "v100"): 2, ("b", "v100"): 1}, {})
+    assert second.by_tenant == {"a": 2, "b": 1}

@@ -90,6 +90,19 @@ def test_busy_and_idle_watts_under_a_cap() -> None:
     assert capped.throughput_factor == pytest.approx(1 / 1.112) and capped.energy_factor == pytest.approx(0.806)
 
 
+def test_a_type_cap_overrides_the_all_types_cap_for_that_type_only() -> None:
+    model = PowerModel(cap_fraction=0.9, type_caps={"a100": 0.6})
+    assert (model.cap_for("a100"), model.cap_for("t4")) == (0.6, 0.9)
+    assert model.limit_w("a100") == pytest.approx(240.0) and model.limit_w("t4") == pytest.approx(63.0)
+    assert model.busy_gpu_power_w("a100") == pytest.approx(PowerModel(cap_fraction=0.6).busy_gpu_power_w("a100"))
+    assert model.throughput_factors() == pytest.approx({"a100": 1 / 1.112})
+    assert model.at_cap(1.0).type_caps == {"a100": 0.6} and model.at_cap(1.0, {}).type_caps == {}
+    with pytest.raises(ValueError, match="GPU type 'a100'"):
+        PowerModel(type_caps={"a100": 1.2})
+    with pytest.raises(ValueError, match="no power spec for GPU type 'b200'"):
+        PowerModel(type_caps={"b200": 0.8})
+
+
 @pytest.mark.parametrize("gpu_type", sorted(DEFAULT_SPECS))
 @pytest.mark.parametrize("cap, slower, energy", ZEUS)
 def test_watts_times_slowdown_is_zeus_energy_for_every_type(gpu_type: str, cap: float, slower: float,

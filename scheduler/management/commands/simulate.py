@@ -1,3 +1,4 @@
+import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,10 @@ class Command(BaseCommand):
         parser.add_argument("--gpu-type", default="t4")
         parser.add_argument("--round-seconds", type=float, default=60.0)
         parser.add_argument("--restart-seconds", type=float, default=30.0)
-        parser.add_argument("--power-cap-fraction", type=float, default=1.0)
+        parser.add_argument("--power-cap-fraction", type=float, default=1.0,
+                            help="power cap of every GPU type, as a fraction of its board power")
+        parser.add_argument("--power-cap", action="append", type=_type_cap, default=[], metavar="TYPE=FRACTION",
+                            help="a GPU type's own power cap, e.g. a100=0.7 (repeatable; overrides the fraction)")
         parser.add_argument("--power-down-spares", type=int,
                             help="switch idle nodes off, keeping this many spare (Helios CES style)")
         parser.add_argument("--power-on-seconds", type=float, default=300.0, help="boot time of a switched-off node")
@@ -63,10 +67,20 @@ class Command(BaseCommand):
             elastic=options["elastic"], preset=options["preset"], nodes=options["nodes"],
             gpus_per_node=options["gpus_per_node"], gpu_type=options["gpu_type"],
             round_seconds=options["round_seconds"], restart_seconds=options["restart_seconds"],
-            power_cap_fraction=options["power_cap_fraction"], load_factor=options["load_factor"],
-            seed=options["seed"], max_jobs=options["max_jobs"], power_down_spares=options["power_down_spares"],
-            power_on_seconds=options["power_on_seconds"], min_off_seconds=options["min_off_seconds"],
+            power_cap_fraction=options["power_cap_fraction"], power_caps_by_type=dict(options["power_cap"]),
+            load_factor=options["load_factor"], seed=options["seed"], max_jobs=options["max_jobs"],
+            power_down_spares=options["power_down_spares"], power_on_seconds=options["power_on_seconds"],
+            min_off_seconds=options["min_off_seconds"],
         )
+
+
+def _type_cap(text: str) -> tuple[str, float]:
+    """``TYPE=FRACTION`` as (type, fraction); the scenario checks the type and the range."""
+    gpu_type, _, fraction = text.partition("=")
+    try:
+        return gpu_type.strip().lower(), float(fraction)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected TYPE=FRACTION (e.g. a100=0.7), got {text!r}") from None
 
 
 def _table(summary: dict[str, Any]) -> str:
