@@ -6,7 +6,8 @@ Fixtures for every dashboard test:
   60 finished jobs, running and pending ones, rollups, raw samples of the last minutes);
 * ``staff_user`` / ``tenant_user`` (a member of ``vision`` only) and ``staff_page`` / ``tenant_page``:
   Playwright pages logged in through the real login form. After the test they fail it if any
-  request left localhost (the dashboards must work offline) or any response was a 5xx;
+  request left localhost (the dashboards must work offline), any response was a 5xx, or plotly.js's
+  full bundle was loaded instead of our cartesian one;
 * ``open_dashboard(page, slug)`` → the Dash iframe's ``Frame``, once every chart in it is drawn;
 * ``wait_for_charts(frame)``, ``chart_meta(frame, graph_id)``, ``chart_traces(frame, graph_id)``;
 * ``screenshot(page, name)`` → a full-page PNG under ``test-artifacts/``.
@@ -97,16 +98,20 @@ def log_in(page, base_url: str, username: str, password: str = PASSWORD) -> None
 
 
 def _guarded(page, base_url: str) -> Iterator:  # type: ignore[no-untyped-def]
-    """Yield ``page``; afterwards fail if a request left the live server's host or a response was a 5xx."""
+    """Yield ``page``; afterwards fail if a request left the live server's host, a response was a 5xx, or a page
+    loaded plotly.js's full bundle (the charts must draw with our cartesian one: ``dashboards.common.SCRIPTS``)."""
     host = urlsplit(base_url).hostname
     outside: list[str] = []
     failures: list[str] = []
+    full_plotly: list[str] = []
     page.on("request", lambda r: outside.append(r.url)
             if r.url.startswith("http") and urlsplit(r.url).hostname != host else None)
+    page.on("request", lambda r: full_plotly.append(r.url) if r.url.endswith("/plotly.min.js") else None)
     page.on("response", lambda r: failures.append(f"{r.status} {r.url}") if r.status >= 500 else None)
     yield page
     assert outside == [], f"requests left {host}: {outside}"
     assert failures == [], f"server errors: {failures}"
+    assert full_plotly == [], f"plotly.js's full bundle was loaded: {full_plotly}"
 
 
 @pytest.fixture
