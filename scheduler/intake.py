@@ -11,18 +11,16 @@ racing each other still store one job — and a repeated key returns the stored 
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
+from typing import Any
 
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from . import services
 from .core.fitted_profiles import FITTED_PROFILES
-from .core.gpu_types import gpu_type_key
 from .models import ACTIVE_STATES, Job, JobReport, Tenant
-from .services import Actor
 
 
 class JobNotRunning(Exception):
@@ -33,37 +31,20 @@ class JobNotRunning(Exception):
         self.state = state
 
 
-def submit_job_once(
-    *,
-    tenant: Tenant | str,
-    name: str,
-    workload_profile: str,
-    total_work: float,
-    min_gpus: int = 1,
-    max_gpus: int | None = None,
-    priority: int = 0,
-    gpu_type: str = "",
-    batch_size: int | None = None,
-    command: str = "",
-    client_key: str = "",
-    owner: Actor = None,
-) -> tuple[Job, bool]:
+def submit_job_once(*, tenant: Tenant | str, workload_profile: str, client_key: str = "",
+                    **fields: Any) -> tuple[Job, bool]:
     """Queue a job; ``(job, True)`` when stored now, ``(the stored job, False)`` for a repeated key.
 
-    ``max_gpus`` defaults to ``min_gpus`` (a rigid job); ``gpu_type`` is normalised
-    (``"A100"`` → ``"a100"``); the profile must be one of ``FITTED_PROFILES``.
+    ``fields`` are ``services.new_job``'s. The profile must be one of ``FITTED_PROFILES``: a job submitted from
+    outside says what it trains, so the scheduler can model its goodput.
     """
-    tenant_row = _tenant(tenant)
+    tenant_row = services.tenant_named(tenant)
     if client_key and (stored := _keyed(tenant_row, client_key)):
         return stored, False
-    job = Job(
-        tenant=tenant_row, owner=owner if isinstance(owner, User) else None, name=name,
-        workload_profile=workload_profile, total_work=total_work, min_gpus=min_gpus,
-        max_gpus=min_gpus if max_gpus is None else max_gpus, priority=priority,
-        gpu_type=gpu_type_key(gpu_type) if gpu_type else "", batch_size=batch_size, command=command,
-        client_key=client_key, submitted_at=timezone.now(),
-    )
-    _validate(job)
+    if workload_profile not in FITTED_PROFILES:
+        known = ", ".join(sorted(FITTED_PROFILES))
+        raise ValidationError({"workload_profile": f"Unknown profile {workload_profile!r}; known: {known}."})
+    job = services.new_job(tenant=tenant_row, workload_profile=workload_profile, client_key=client_key, **fields)
     try:
         with transaction.atomic():
             job.save()
@@ -75,38 +56,8 @@ def submit_job_once(
     return job, True
 
 
-def _tenant(tenant: Tenant | str) -> Tenant:
-    if isinstance(tenant, Tenant):
-        return tenant
-    try:
-        return Tenant.objects.get(name=tenant)
-    except Tenant.DoesNotExist:
-        raise ValidationError({"tenant": f"Unknown tenant {tenant!r}."}) from None
-
-
 def _keyed(tenant: Tenant, client_key: str) -> Job | None:
     return Job.objects.filter(tenant=tenant, client_key=client_key).first()
-
-
-def _validate(job: Job) -> None:
-    """Field checks, then the table's constraints except the key's (the insert decides that one).
-
-    The check constraints the table enforces are checked first by hand, so that their
-    errors name the field rather than the whole row.
-    """
-    known = ", ".join(sorted(FITTED_PROFILES))
-    problems = {
-        "workload_profile": (job.workload_profile not in FITTED_PROFILES,
-                             f"Unknown profile {job.workload_profile!r}; known: {known}."),
-        "total_work": (not 0 <= job.total_work < math.inf, "Total work must be a finite number ≥ 0."),
-        "min_gpus": (job.min_gpus < 1, "A job needs at least one GPU (min GPUs ≥ 1)."),
-        "max_gpus": (job.max_gpus < job.min_gpus, "Max GPUs must be at least min GPUs."),
-    }
-    errors = {field: message for field, (failed, message) in problems.items() if failed}
-    if errors:
-        raise ValidationError(errors)
-    job.full_clean(validate_constraints=False)
-    job.validate_constraints(exclude={"client_key"})
 
 
 def record_report(

@@ -7,6 +7,7 @@ half-written. Verbs that find the job already in the target state return early.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from .core.gpu_types import gpu_type_key
 from .models import (
     ACTIVE_STATES,
     Allocation,
@@ -61,24 +63,68 @@ def submit_job(
     min_gpus: int = 1,
     max_gpus: int | None = None,
     priority: int = 0,
+    gpu_type: str = "",
+    batch_size: int | None = None,
+    command: str = "",
     owner: Actor = None,
     submitted_at: datetime | None = None,
 ) -> Job:
-    """Queue a new job; ``max_gpus`` defaults to ``min_gpus`` (a rigid job)."""
-    job = Job(
-        tenant=_tenant(tenant),
-        owner=_user(owner),
-        name=name,
-        workload_profile=workload_profile,
-        total_work=total_work,
-        min_gpus=min_gpus,
-        max_gpus=min_gpus if max_gpus is None else max_gpus,
-        priority=priority,
-        submitted_at=submitted_at or timezone.now(),
-    )
-    job.full_clean()
+    """Queue a new job; ``max_gpus`` defaults to ``min_gpus`` (a rigid job). See ``new_job``."""
+    job = new_job(tenant=tenant, name=name, workload_profile=workload_profile, total_work=total_work,
+                  min_gpus=min_gpus, max_gpus=max_gpus, priority=priority, gpu_type=gpu_type,
+                  batch_size=batch_size, command=command, owner=owner, submitted_at=submitted_at)
     job.save()
     return job
+
+
+def new_job(
+    *,
+    tenant: Tenant | str,
+    name: str,
+    workload_profile: str,
+    total_work: float,
+    min_gpus: int = 1,
+    max_gpus: int | None = None,
+    priority: int = 0,
+    gpu_type: str = "",
+    batch_size: int | None = None,
+    command: str = "",
+    client_key: str = "",
+    owner: Actor = None,
+    submitted_at: datetime | None = None,
+) -> Job:
+    """A validated, unsaved job: ``submit_job`` saves it, ``intake.submit_job_once`` saves it under its key.
+
+    ``max_gpus`` defaults to ``min_gpus`` (a rigid job); ``gpu_type`` is normalised (``"A100"`` → ``"a100"``).
+    Every constraint of the table is checked except the client key's uniqueness, which only the insert can decide
+    when two submissions race.
+    """
+    job = Job(
+        tenant=tenant_named(tenant), owner=_user(owner), name=name, workload_profile=workload_profile,
+        total_work=total_work, min_gpus=min_gpus, max_gpus=min_gpus if max_gpus is None else max_gpus,
+        priority=priority, gpu_type=gpu_type_key(gpu_type) if gpu_type else "", batch_size=batch_size,
+        command=command, client_key=client_key, submitted_at=submitted_at or timezone.now(),
+    )
+    _validate_new_job(job)
+    return job
+
+
+def _validate_new_job(job: Job) -> None:
+    """Field checks, then the table's constraints except the client key's.
+
+    The check constraints the table enforces are checked first by hand, so that their errors name the field
+    rather than the whole row.
+    """
+    problems = {
+        "total_work": (not 0 <= job.total_work < math.inf, "Total work must be a finite number ≥ 0."),
+        "min_gpus": (job.min_gpus < 1, "A job needs at least one GPU (min GPUs ≥ 1)."),
+        "max_gpus": (job.max_gpus < job.min_gpus, "Max GPUs must be at least min GPUs."),
+    }
+    errors = {field: message for field, (failed, message) in problems.items() if failed}
+    if errors:
+        raise ValidationError(errors)
+    job.full_clean(validate_constraints=False)
+    job.validate_constraints(exclude={"client_key"})
 
 
 def cancel_job(job: Job, *, actor: Actor = None, reason: str = "cancelled by operator") -> Job:
@@ -140,7 +186,8 @@ def set_gpu_bounds(job: Job, min_gpus: int, max_gpus: int, *, actor: Actor = Non
     return job
 
 
-def _tenant(tenant: Tenant | str) -> Tenant:
+def tenant_named(tenant: Tenant | str) -> Tenant:
+    """``tenant`` itself, or the tenant of that name; a ValidationError on ``tenant`` if there is none."""
     if isinstance(tenant, Tenant):
         return tenant
     try:

@@ -18,10 +18,13 @@ from ..executors import files
 from ..models import (
     Allocation,
     Job,
+    JobState,
     Node,
     RescaleEvent,
 )
 from .common import STATE_COLOURS, ReadOnlyInline, badge
+
+LAUNCH_FIELDS = ("gpu_type", "batch_size", "command")  # editable while the job waits for its first start
 
 
 class AllocationInline(ReadOnlyInline):
@@ -84,7 +87,8 @@ class JobAdmin(admin.ModelAdmin):
     )
     fieldsets = (
         (None, {"fields": ("name", "tenant", "owner", "workload_profile", "total_work")}),
-        ("Scheduling", {"fields": ("min_gpus", "max_gpus", "priority")}),
+        ("Scheduling", {"fields": ("min_gpus", "max_gpus", "priority", "gpu_type", "batch_size")}),
+        ("Workers", {"fields": ("command",), "description": "what each worker process runs (local executor)"}),
         ("Status", {"fields": readonly_fields}),
         ("Worker logs", {"fields": ("worker_logs",), "classes": ("collapse",)}),
     )
@@ -110,7 +114,10 @@ class JobAdmin(admin.ModelAdmin):
         return f"{100 * job.progress / job.total_work:.0f}%" if job.total_work else "–"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> tuple[str, ...]:
-        return (*super().get_readonly_fields(request, obj), "worker_logs")  # in its own section, not under Status
+        fields = (*super().get_readonly_fields(request, obj), "worker_logs")  # in its own section, not under Status
+        if obj is not None and obj.state != JobState.PENDING:
+            fields += LAUNCH_FIELDS  # its workers were launched with them
+        return fields
 
     @admin.display(description="end of each rank's log")
     def worker_logs(self, job: Job) -> str:
@@ -125,7 +132,8 @@ class JobAdmin(admin.ModelAdmin):
             obj.pk = services.submit_job(
                 tenant=obj.tenant, name=obj.name, workload_profile=obj.workload_profile,
                 total_work=obj.total_work, min_gpus=obj.min_gpus, max_gpus=obj.max_gpus,
-                priority=obj.priority, owner=obj.owner or request.user,
+                priority=obj.priority, gpu_type=obj.gpu_type, batch_size=obj.batch_size, command=obj.command,
+                owner=obj.owner or request.user,
             ).pk
             return
         services.set_gpu_bounds(obj, obj.min_gpus, obj.max_gpus, actor=request.user)

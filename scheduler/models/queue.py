@@ -170,7 +170,8 @@ class Job(models.Model):
     last_reported_at = models.DateTimeField(null=True, blank=True)
     gpu_type = models.CharField(max_length=20, blank=True, help_text="GPU type it needs (a100, v100, …); empty: any")
     batch_size = models.PositiveIntegerField(
-        null=True, blank=True, help_text="global batch size asked for; empty lets the scheduler tune it"
+        null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="global batch size asked for; empty lets the scheduler tune it",
     )
     command = models.TextField(blank=True, help_text="command line the local executor runs for each worker")
     pending_reason = models.CharField(max_length=255, blank=True, help_text="why the last round left it waiting")

@@ -89,7 +89,7 @@ def test_change_gpu_bounds_refuses_min_above_max(operator_client: Client, job: J
 def job_form(tenant_pk: object, **overrides: object) -> dict:
     data = {
         "name": "new", "tenant": tenant_pk, "owner": "", "workload_profile": "bert", "total_work": "100",
-        "min_gpus": "1", "max_gpus": "2", "priority": "0",
+        "min_gpus": "1", "max_gpus": "2", "priority": "0", "gpu_type": "", "batch_size": "", "command": "",
         "allocations-TOTAL_FORMS": "0", "allocations-INITIAL_FORMS": "0",
         "rescale_events-TOTAL_FORMS": "0", "rescale_events-INITIAL_FORMS": "0",
     }
@@ -115,6 +115,21 @@ def test_admin_add_form_submits_through_the_service(operator_client: Client, ten
     assert response.status_code == 302
     job = Job.objects.get()
     assert (job.name, job.state, job.owner, job.submitted_at is not None) == ("new", "pending", operator, True)
+
+
+def test_admin_add_form_takes_what_the_workers_run(operator_client: Client, tenant: Tenant) -> None:
+    form = job_form(tenant.pk, gpu_type="A100", batch_size="256", command="python train.py --epochs 3")
+    assert operator_client.post(reverse("admin:scheduler_job_add"), form).status_code == 302
+    job = Job.objects.get()
+    assert (job.gpu_type, job.batch_size, job.command) == ("a100", 256, "python train.py --epochs 3")
+
+
+def test_what_the_workers_run_is_read_only_once_launched(operator_client: Client, job: Job) -> None:
+    page = operator_client.get(reverse("admin:scheduler_job_change", args=[job.pk])).content.decode()
+    assert 'name="command"' in page  # pending: still editable
+    Job.objects.filter(pk=job.pk).update(state="running")
+    page = operator_client.get(reverse("admin:scheduler_job_change", args=[job.pk])).content.decode()
+    assert 'name="command"' not in page and 'name="gpu_type"' not in page
 
 
 def test_admin_edit_of_bounds_is_audited(operator_client: Client, job: Job) -> None:
