@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
@@ -54,25 +55,9 @@ class GpuSpec:
 # --- jobs ---------------------------------------------------------------------------
 
 
-def submit_job(
-    *,
-    tenant: Tenant | str,
-    name: str,
-    workload_profile: str,
-    total_work: float,
-    min_gpus: int = 1,
-    max_gpus: int | None = None,
-    priority: int = 0,
-    gpu_type: str = "",
-    batch_size: int | None = None,
-    command: str = "",
-    owner: Actor = None,
-    submitted_at: datetime | None = None,
-) -> Job:
-    """Queue a new job; ``max_gpus`` defaults to ``min_gpus`` (a rigid job). See ``new_job``."""
-    job = new_job(tenant=tenant, name=name, workload_profile=workload_profile, total_work=total_work,
-                  min_gpus=min_gpus, max_gpus=max_gpus, priority=priority, gpu_type=gpu_type,
-                  batch_size=batch_size, command=command, owner=owner, submitted_at=submitted_at)
+def submit_job(**fields: Any) -> Job:
+    """Queue a new job: ``new_job(**fields)``, saved."""
+    job = new_job(**fields)
     job.save()
     return job
 

@@ -285,7 +285,7 @@ def scatter_figure(view: SweepView) -> go.Figure:
         return common.empty_figure("No run completed a job: no JCT to plot.")
     fig = go.Figure()
     for i, (label, s) in enumerate(done):
-        colour = COLOURS["capacity"] if i == 0 else common.SEQUENCE[(i - 1) % len(common.SEQUENCE)]
+        colour = _run_colour(i)
         fig.add_trace(go.Scatter(
             name=label, x=[s["avg_jct_s"] / 3600, s["p99_jct_s"] / 3600], y=[s["facility_kwh"]] * 2,
             mode="lines+markers", marker={"symbol": ["circle", "circle-open"], "size": 12, "color": colour},
@@ -304,7 +304,7 @@ def tenants_figure(view: SweepView, visible: set[str] | None) -> go.Figure:
         return common.empty_figure("No per-tenant figures for your tenants in this what-if.")
     fig = go.Figure()
     for i, run in enumerate(view.runs):
-        colour = COLOURS["capacity"] if i == 0 else common.SEQUENCE[(i - 1) % len(common.SEQUENCE)]
+        colour = _run_colour(i)
         averages = [r.avg_jct_h[i] for r in rows]
         whiskers = [None if a is None or p is None else p - a for a, p in zip(averages, [r.p99_jct_h[i] for r in rows],
                                                                                strict=True)]
@@ -315,8 +315,7 @@ def tenants_figure(view: SweepView, visible: set[str] | None) -> go.Figure:
             customdata=[r.p99_jct_h[i] for r in rows],
             hovertemplate="%{x}: average %{y:.2f} h, p99 %{customdata:.2f} h<extra>" + run.label + "</extra>",
         ))
-    fig.update_layout(barmode="group")
-    return common.styled(fig, x_title="tenant", y_title="JCT (h): bar average, whisker up to p99", height=300)
+    return _grouped_by_tenant(fig, "JCT (h): bar average, whisker up to p99")
 
 
 def tenant_energy_figure(view: SweepView, visible: set[str] | None) -> go.Figure:
@@ -325,15 +324,24 @@ def tenant_energy_figure(view: SweepView, visible: set[str] | None) -> go.Figure
         return common.empty_figure("No per-tenant energy for your tenants in this what-if.")
     fig = go.Figure()
     for i, run in enumerate(view.runs):
-        colour = COLOURS["capacity"] if i == 0 else common.SEQUENCE[(i - 1) % len(common.SEQUENCE)]
+        colour = _run_colour(i)
         fig.add_trace(go.Bar(
             name=run.label, x=[r.tenant for r in rows], y=[r.facility_kwh[i] for r in rows], marker_color=colour,
             customdata=[[r.co2_kg[i], r.cost[i]] for r in rows],
             hovertemplate="%{x}: %{y:,.1f} kWh, %{customdata[0]:,.1f} kg CO₂, cost %{customdata[1]:,.2f}"
                           "<extra>" + run.label + "</extra>",
         ))
+    return _grouped_by_tenant(fig, "facility energy (kWh)")
+
+
+def _run_colour(index: int) -> str:
+    """The baseline (run 0) in the capacity grey, what-ifs in the page sequence."""
+    return COLOURS["capacity"] if index == 0 else common.SEQUENCE[(index - 1) % len(common.SEQUENCE)]
+
+
+def _grouped_by_tenant(fig: go.Figure, y_title: str) -> go.Figure:
     fig.update_layout(barmode="group")
-    return common.styled(fig, x_title="tenant", y_title="facility energy (kWh)", height=300)
+    return common.styled(fig, x_title="tenant", y_title=y_title, height=300)
 
 
 def past_table() -> Any:
