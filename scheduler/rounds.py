@@ -143,9 +143,9 @@ _NODES_CACHE: dict[tuple, tuple[NodeInfo, ...]] = {}
 
 
 def _nodes() -> tuple[tuple[NodeInfo, ...], dict[str, int], dict[str, GpuPlace]]:
-    gpus = list(
+    gpus = _whole_gpus(
         Gpu.objects.order_by("node__hostname", "index").values_list(
-            "pk", "uuid", "index", "model", "health", "node__hostname", "node__schedulable"
+            "pk", "uuid", "index", "model", "health", "node__hostname", "node__schedulable", "mig_parent_uuid"
         )
     )
     by_node: dict[str, list[tuple]] = {}
@@ -160,6 +160,19 @@ def _nodes() -> tuple[tuple[NodeInfo, ...], dict[str, int], dict[str, GpuPlace]]
     gpu_pk = {uuid_: pk for pk, uuid_, *_ in gpus}
     gpu_place = {uuid_: GpuPlace(host, index, uuid_) for _, uuid_, index, _, _, host, _ in gpus}
     return nodes, gpu_pk, gpu_place
+
+
+def _whole_gpus(rows: Iterable[tuple]) -> list[tuple]:
+    """The GPUs a job can be given whole, without their MIG column: not MIG instances, and not GPUs split into
+    them.
+
+    A MIG-enabled GPU runs work only inside its instances, and an instance is a fraction of a GPU that the
+    goodput models do not describe; offering either would also let two jobs share one physical GPU. Both stay in
+    the inventory and in telemetry.
+    """
+    rows = list(rows)
+    split = {parent for *_, parent in rows if parent}
+    return [row[:-1] for row in rows if not row[-1] and row[1] not in split]
 
 
 def _node_info(hostname: str, gpus: list[tuple]) -> NodeInfo:

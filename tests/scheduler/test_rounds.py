@@ -209,3 +209,20 @@ def test_every_round_leaves_each_gpu_with_at_most_one_open_allocation(cluster, t
             held = len(open_gpus(job))
             assert (held > 0) == (job.state in (JobState.RUNNING, JobState.RESCALING)), job
     assert Job.objects.filter(state=JobState.SUCCEEDED).count() > 0
+
+
+def test_mig_split_gpus_and_their_instances_are_never_given_to_jobs(tenant, now) -> None:
+    """Node m: GPU 0 whole, GPU 1 split into two MIG instances. Only GPU 0 is offered, so a 2-GPU job waits
+    while a 1-GPU job gets GPU 0."""
+    parent = services.GpuSpec(1, "GPU-m-1", "NVIDIA A100-SXM4-80GB", 81920, 400)
+    instances = [services.GpuSpec(2000 + slot, f"MIG-m-1-{slot}", "NVIDIA A100-SXM4-80GB MIG 1g.10gb", 9728, 400,
+                                  mig_parent_uuid=parent.uuid) for slot in range(2)]
+    services.register_node("m", [services.GpuSpec(0, "GPU-m-0", "NVIDIA A100-SXM4-80GB", 81920, 400), parent,
+                                 *instances])
+    update_settings(policy="fifo")
+    wide = submit(tenant, "wide", 2, at=now - timedelta(minutes=2))
+    narrow = submit(tenant, "narrow", 1, at=now - timedelta(minutes=1))
+    snapshot = rounds.build_snapshot(now).snap
+    assert [slot.id for node in snapshot.nodes for slot in node.gpus] == ["GPU-m-0"]
+    rounds.run_round(now=now)
+    assert (open_gpus(wide), open_gpus(narrow)) == (set(), {"GPU-m-0"})
