@@ -62,7 +62,7 @@ def power_cap_candidates(until: datetime) -> list[Recommendation]:
     capped: list[tuple[str, WhatIfRun]] = []
     for run in runs.select_related("sweep").order_by("-finished_at", "-id")[:WHATIF_RUNS_READ]:
         key = _scenario_key(run.scenario)
-        if _cap(run.scenario) >= 1:
+        if not _capped(run.scenario):
             uncapped.setdefault(key, run)  # the most recent one
         else:
             capped.append((key, run))
@@ -75,13 +75,33 @@ def power_cap_candidates(until: datetime) -> list[Recommendation]:
     return [rec for _, rec in sorted(best.values(), key=lambda item: item[0])][:POWER_CAP_LIMIT]
 
 
-def _cap(scenario: dict[str, Any]) -> float:
-    return float(scenario.get("power_cap_fraction") or 1.0)
+CAP_FIELDS = ("power_cap_fraction", "power_caps_by_type")
+
+
+def _caps(scenario: dict[str, Any]) -> tuple[float, dict[str, float]]:
+    """(every type's cap, the types' own caps) of a stored scenario."""
+    return float(scenario.get("power_cap_fraction") or 1.0), dict(scenario.get("power_caps_by_type") or {})
+
+
+def _capped(scenario: dict[str, Any]) -> bool:
+    every, by_type = _caps(scenario)
+    return min([every, *by_type.values()]) < 1
+
+
+def _cap_words(scenario: dict[str, Any]) -> tuple[str, str]:
+    """(subject, action) of a capped scenario: ("80% cap", "Cap GPU power at 80% of the board limit"), or per type
+    ("caps a100 70%, v100 80%", "Cap GPU power per type: a100 at 70%, v100 at 80% of the board limit")."""
+    every, by_type = _caps(scenario)
+    if not by_type:
+        return f"{every:.0%} cap", f"Cap GPU power at {every:.0%} of the board limit"
+    subject = "caps " + ", ".join(f"{gpu_type} {cap:.0%}" for gpu_type, cap in sorted(by_type.items()))
+    per_type = ", ".join(f"{gpu_type} at {cap:.0%}" for gpu_type, cap in sorted(by_type.items()))
+    return subject, f"Cap GPU power per type: {per_type} of the board limit"
 
 
 def _scenario_key(scenario: dict[str, Any]) -> str:
-    """The scenario without its power cap: runs with equal keys differ only by the cap."""
-    return json.dumps({k: v for k, v in scenario.items() if k != "power_cap_fraction"}, sort_keys=True, default=str)
+    """The scenario without its power caps: runs with equal keys differ only by the caps."""
+    return json.dumps({k: v for k, v in scenario.items() if k not in CAP_FIELDS}, sort_keys=True, default=str)
 
 
 def _compare(base: WhatIfRun, run: WhatIfRun) -> tuple[float, Recommendation] | None:
@@ -92,13 +112,14 @@ def _compare(base: WhatIfRun, run: WhatIfRun) -> tuple[float, Recommendation] | 
         return None
     if energy.change > -POWER_CAP_MIN_SAVING or jct.change > POWER_CAP_MAX_SLOWDOWN:
         return None
-    cap, where = _cap(run.scenario), f'what-if sweep "{run.sweep.name}"' if run.sweep else f"what-if run #{run.pk}"
+    (subject, action), where = _cap_words(run.scenario), (
+        f'what-if sweep "{run.sweep.name}"' if run.sweep else f"what-if run #{run.pk}")
     saved = (energy.baseline or 0.0) - (energy.value or 0.0)
     co2 = changes["CO₂"]
     co2_saved = (co2.baseline or 0.0) - (co2.value or 0.0)
-    text = (f"Cap GPU power at {cap:.0%} of the board limit: in {where} ({run.policy}) it used {-energy.change:.1%} "
+    text = (f"{action}: in {where} ({run.policy}) it used {-energy.change:.1%} "
             f"less facility energy ({saved:,.0f} kWh, {co2_saved:,.0f} kg CO₂) for {jct.change:+.1%} average JCT.")
-    return energy.change, Recommendation("power cap", f"{cap:.0%} cap", text)
+    return energy.change, Recommendation("power cap", subject, text)
 
 
 def idle_timeout_candidates(rows: Sequence[TenantRow], idle_jobs: Sequence[JobIdle]) -> list[Recommendation]:
