@@ -78,6 +78,14 @@ def trace_path(trace: str) -> Path:
     return path if path.is_absolute() else Path(settings.TRACES_DIR) / path
 
 
+def caps_label(scenario: Mapping[str, Any]) -> str:
+    """"cap 0.8", or "caps a100 0.7, t4 0.9" for a scenario (``Scenario.as_dict``) with per-type caps."""
+    by_type = scenario.get("power_caps_by_type") or {}
+    if by_type:
+        return "caps " + ", ".join(f"{gpu_type} {cap:g}" for gpu_type, cap in sorted(by_type.items()))
+    return f"cap {scenario.get('power_cap_fraction', 1.0):g}"
+
+
 def validate_scenario(scenario: Scenario) -> None:
     """Raise ``ValidationError`` keyed by field for everything wrong with ``scenario``."""
     errors = {**_number_errors(scenario.as_dict()), **_policy_errors(scenario), **_setting_errors(scenario)}

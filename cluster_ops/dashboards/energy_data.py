@@ -147,14 +147,6 @@ def scenario_caps(caps: Mapping[str, float], gpu_types: Iterable[str]) -> dict[s
     return {"power_cap_fraction": 1.0, "power_caps_by_type": present}
 
 
-def caps_label(scenario: Mapping[str, Any]) -> str:
-    """"cap 0.8", or "caps a100 0.7, t4 0.9" for a scenario (``Scenario.as_dict``) with per-type caps."""
-    by_type = scenario.get("power_caps_by_type") or {}
-    if by_type:
-        return "caps " + ", ".join(f"{gpu_type} {cap:g}" for gpu_type, cap in sorted(by_type.items()))
-    return f"cap {scenario.get('power_cap_fraction', 1.0):g}"
-
-
 def scenarios_for(choices: Choices, now: datetime) -> tuple[Scenario, Scenario]:
     """(baseline, what-if) for the choices; ``ValueError`` for a history without jobs or an empty inventory."""
     live = scheduler_settings()
@@ -200,7 +192,7 @@ def start_whatif(user: Viewer, choices: Choices, now: datetime) -> WhatIfSweep:
 
 def sweep_name(choices: Choices, baseline: Scenario, what_if: Scenario) -> str:
     source = f"last {choices.days} d" if choices.source == HISTORY else Path(choices.source).name
-    parts = [choices.policy, caps_label(what_if.as_dict())]
+    parts = [choices.policy, whatif.caps_label(what_if.as_dict())]
     if choices.power_down_spares is not None:
         parts.append(f"power-down ({choices.power_down_spares} spare)")
     if choices.load_factor != 1:
@@ -255,7 +247,7 @@ def _run_label(run: WhatIfRun, index: int) -> str:
     scenario = run.scenario
     if index == 0:
         return f"baseline ({scenario.get('policy')})"
-    parts = [str(scenario.get("policy")), caps_label(scenario)]
+    parts = [str(scenario.get("policy")), whatif.caps_label(scenario)]
     if scenario.get("power_down_spares") is not None:
         parts.append(f"power-down {scenario['power_down_spares']}")
     if scenario.get("load_factor", 1.0) != 1.0:

@@ -131,10 +131,10 @@ class WhatIfRunInline(ReadOnlyInline):
     def run_link(self, run: WhatIfRun) -> str:
         return format_html('<a href="{}">#{}</a>', reverse("admin:scheduler_whatifrun_change", args=[run.pk]), run.pk)
 
-    @admin.display(description="policy @ power cap × load")
+    @admin.display(description="policy, power caps, load")
     def setting(self, run: WhatIfRun) -> str:
         scenario = run.scenario
-        return f"{scenario.get('policy')} @ {scenario.get('power_cap_fraction')} × {scenario.get('load_factor')}"
+        return f"{scenario.get('policy')}, {whatif.caps_label(scenario)}, load ×{scenario.get('load_factor', 1.0):g}"
 
 
 @admin.register(WhatIfSweep)

@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 
 from cluster_ops.dashboards import energy_data
 from cluster_ops.dashboards.energy_data import Choices
+from scheduler import whatif
 from scheduler.models import Job, JobState, WhatIfStatus
 from scheduler.rounds import scheduler_settings
 from scheduler.sim.trace_formats import load_native
@@ -65,7 +66,7 @@ def test_different_caps_per_gpu_type_stay_per_type(history: History, settings, t
     _, scenario = energy_data.scenarios_for(Choices(power_caps={"a100": 0.6}), history.now)
     # the V100s were not given a cap: uncapped, 1.0
     assert (scenario.power_cap_fraction, scenario.power_caps_by_type) == (1.0, {"a100": 0.6, "v100": 1.0})
-    assert energy_data.caps_label(scenario.as_dict()) == "caps a100 0.6, v100 1"
+    assert whatif.caps_label(scenario.as_dict()) == "caps a100 0.6, v100 1"
     assert energy_data.cluster_gpu_types(energy_data.LIVE_CLUSTER, history.now) == ["a100", "v100"]
 
 
