@@ -126,7 +126,8 @@ def run_cycle(
     if config.enforce_quotas:
         counts, quota_reasons = reclaim_for_owners(admitted, counts)
         stage_reasons.update(quota_reasons)
-    placed = place(admitted, counts)
+    # A policy that places node by node (Pollux) moves a growing job whole onto one node rather than spread it.
+    placed = place(admitted, counts, consolidate=getattr(policy, "consolidates_on_growth", False))
     stages = (result.reasons, stage_reasons, placed.notes, placed.unplaced, rejected)
     outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes)
     changes = outcome.changes()

@@ -7,6 +7,8 @@ Throughput of K GPUs over N nodes at per-GPU batch m:
                   (α_r, β_r) across nodes
     T_iter      = (T_grad^γ + T_sync^γ)^(1/γ)        (γ ≥ 1: how much the two overlap)
     throughput  = K·m / T_iter                          samples per second
+A global batch M larger than K·max_local_bsz is reached by gradient accumulation: s + 1
+micro-batches per step, s of them compute-only, T = s·T_grad + T_iter (``step_seconds``).
 Statistical efficiency at global batch M, for gradient noise scale φ and initial batch M0:
     E(M) = (φ + M0) / (φ + M)
 Goodput = throughput × efficiency. A job's progress, in scale-invariant iterations (the
@@ -23,8 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-# Candidate per-GPU batch sizes searched for the best goodput: geometric, 48 steps.
-_BATCH_STEPS = 48
+# Candidate global batch sizes searched for the best goodput: geometric, 50 steps (numpy's
+# geomspace default, which Pollux's GoodputFunction.optimize uses).
+_BATCH_STEPS = 50
 
 
 @dataclass(frozen=True)
@@ -86,39 +89,66 @@ class GoodputModel:
     def best_batch(
         self, num_nodes: ArrayLike, num_gpus: ArrayLike, noise_scale: float | None = None
     ) -> tuple[NDArray, NDArray]:
-        """(goodput, per-GPU batch) at the best batch size for each allocation.
+        """(goodput, global batch) at the best batch size for each allocation; zero GPUs give goodput 0.
 
-        The global batch stays within [M0, max_batch_size] and the per-GPU batch within
-        the profile's limits; allocations where no batch fits get goodput 0. Zero GPUs
-        give goodput 0.
+        The candidates are Pollux's (``GoodputFunction.optimize`` with accumulation, as the
+        artifact's jobs choose their batch): ``_BATCH_STEPS`` global batches on a geometric grid
+        from max(M0, min_local_bsz × GPUs) to max_batch_size, each trained with gradient
+        accumulation where its per-GPU share exceeds ``max_local_bsz`` (``step_seconds``).
+        """
+        nodes, gpus, batch, valid = self._candidates(num_nodes, num_gpus)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            goodput = batch / self.step_seconds(nodes, gpus, batch) * self.efficiency(batch, noise_scale)
+        goodput = np.where(valid, goodput, 0.0)
+        best = np.argmax(goodput, axis=1)
+        rows = np.arange(len(batch))
+        return goodput[rows, best], batch[rows, best]
+
+    def best_global_batch(self, num_nodes: int, num_gpus: int, noise_scale: float | None = None) -> int:
+        """The goodput-optimal global batch of one allocation, within [M0, max_batch_size]."""
+        _, batch = self.best_batch(num_nodes, num_gpus, noise_scale)
+        return int(np.clip(round(float(batch[0])), self.init_batch_size, self.max_batch_size))
+
+    def _candidates(self, num_nodes: ArrayLike, num_gpus: ArrayLike) -> tuple[NDArray, NDArray, NDArray, NDArray]:
+        """(nodes, GPUs, global batch, usable) per allocation (rows) and candidate (columns).
+
+        A candidate is unusable on zero GPUs, or when max_batch_size < min_local_bsz × GPUs (its
+        micro-batches would be too small, or the batch too large).
         """
         nodes = np.atleast_1d(np.asarray(num_nodes, dtype=float))
         gpus = np.atleast_1d(np.asarray(num_gpus, dtype=float))
-        nodes, gpus = np.broadcast_arrays(nodes, gpus)
-        m = np.geomspace(self.min_local_bsz, self.max_local_bsz, _BATCH_STEPS)[None, :]
-        g = gpus[:, None]
-        global_bsz = g * m
-        feasible = (global_bsz >= self.init_batch_size - 1e-9) & (global_bsz <= self.max_batch_size + 1e-9)
-        # Too few GPUs to reach M0 even at the largest local batch: run M0 spread over them
-        # (Pollux accumulates gradients here); model it as the largest local batch.
+        nodes, gpus = (a[:, None] for a in np.broadcast_arrays(nodes, gpus))
+        low = np.maximum(self.init_batch_size, self.min_local_bsz * gpus)
+        steps = np.linspace(0.0, 1.0, _BATCH_STEPS)[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
-            goodput = self.throughput(nodes[:, None], g, m) * self.efficiency(global_bsz, noise_scale)
-        goodput = np.where(feasible & (g > 0), goodput, 0.0)
-        best = np.argmax(goodput, axis=1)
-        rows = np.arange(len(gpus))
-        best_goodput = goodput[rows, best]
-        # An allocation too small to reach M0 trains at M0 with gradient accumulation.
-        small = (best_goodput == 0) & (gpus > 0) & (gpus * self.max_local_bsz < self.init_batch_size)
-        accumulated = self._accumulated_goodput(nodes, gpus)
-        best_goodput = np.where(small, accumulated, best_goodput)
-        best_local = np.where(small, self.max_local_bsz, m[0, best])
-        return best_goodput, best_local
+            batch = low * (self.max_batch_size / low) ** steps
+            valid = (gpus > 0) & (batch <= self.max_batch_size * (1 + 1e-9))
+            valid &= self._micro_batch(gpus, batch) >= self.min_local_bsz - 1e-9
+        return nodes, gpus, np.where(gpus > 0, batch, self.init_batch_size), valid
 
-    def _accumulated_goodput(self, nodes: NDArray, gpus: NDArray) -> NDArray:
-        """Goodput at M0 reached by accumulating gradients over several local steps."""
+    def _accumulation(self, gpus: NDArray, global_batch: NDArray) -> NDArray:
+        """Micro-batches per optimizer step: enough to keep each at most ``max_local_bsz``; at least 2
+        on one GPU above M0 (AdaptDL needs two to estimate the gradient statistics there)."""
+        share = global_batch / gpus
+        count = np.maximum(1.0, np.ceil(share / self.max_local_bsz - 1e-8))
+        return np.where((gpus == 1) & (global_batch > self.init_batch_size + 1e-8), np.maximum(count, 2.0), count)
+
+    def micro_batches(self, num_gpus: int, global_batch: float) -> int:
+        """Micro-batches per optimizer step (s + 1) of ``global_batch`` on ``num_gpus`` GPUs (``_accumulation``)."""
+        return int(self._accumulation(np.asarray(float(num_gpus)), np.asarray(float(global_batch))))
+
+    def _micro_batch(self, gpus: NDArray, global_batch: NDArray) -> NDArray:
+        return global_batch / gpus / self._accumulation(gpus, global_batch)
+
+    def step_seconds(self, num_nodes: ArrayLike, num_gpus: ArrayLike, global_batch: ArrayLike) -> NDArray:
+        """Seconds per optimizer step at a global batch: each GPU's share in s + 1 micro-batches
+        (``_accumulation``), s compute-only and one synchronised (T = s·T_grad + T_iter)."""
+        nodes, gpus, batch = (np.asarray(v, dtype=float) for v in (num_nodes, num_gpus, global_batch))
         with np.errstate(divide="ignore", invalid="ignore"):
-            samples_per_second = self.throughput(nodes, gpus, np.full_like(gpus, self.max_local_bsz))
-        return np.where(gpus > 0, samples_per_second, 0.0)  # efficiency at M0 is exactly 1
+            count = self._accumulation(gpus, batch)
+            local = batch / gpus / count
+            compute = self.perf.alpha_c + self.perf.beta_c * local
+            return (count - 1) * compute + self.iteration_time(nodes, gpus, local)
 
     def speed_grid(self, num_nodes: ArrayLike, num_gpus: ArrayLike, noise_scales: ArrayLike) -> NDArray:
         """Speed for each noise scale (rows) at each allocation (columns), in one vectorised pass.
@@ -126,40 +156,26 @@ class GoodputModel:
         Equal to ``speed(num_nodes, num_gpus, φ)`` row by row; used to price many jobs of one
         profile at once.
         """
-        nodes = np.atleast_1d(np.asarray(num_nodes, dtype=float))[:, None]
-        gpus = np.atleast_1d(np.asarray(num_gpus, dtype=float))[:, None]
+        nodes, gpus, batch, valid = self._candidates(num_nodes, num_gpus)
         phi = np.atleast_1d(np.asarray(noise_scales, dtype=float))[:, None, None]
-        m = np.geomspace(self.min_local_bsz, self.max_local_bsz, _BATCH_STEPS)[None, :]
-        global_bsz = gpus * m
-        feasible = (global_bsz >= self.init_batch_size - 1e-9) & (global_bsz <= self.max_batch_size + 1e-9) & (gpus > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            throughput = np.where(feasible, self.throughput(nodes, gpus, m), 0.0)
-            efficiency = np.where(feasible, (phi + self.init_batch_size) / (phi + global_bsz[None]), 0.0)
-        goodput = (throughput[None] * efficiency).max(axis=2)
-        gpus_row, nodes_row = gpus[:, 0], nodes[:, 0]
-        small = (gpus_row > 0) & (gpus_row * self.max_local_bsz < self.init_batch_size)
-        goodput = np.where((goodput == 0) & small[None], self._accumulated_goodput(nodes_row, gpus_row)[None], goodput)
-        return goodput / self.init_batch_size
+            throughput = np.where(valid, batch / self.step_seconds(nodes, gpus, batch), 0.0)
+        efficiency = (phi + self.init_batch_size) / (phi + batch[None])
+        return (throughput[None] * efficiency).max(axis=2) / self.init_batch_size
 
     def speed_at_batch(
         self, num_nodes: ArrayLike, num_gpus: ArrayLike, global_batch: float, noise_scales: ArrayLike | None = None
     ) -> NDArray:
         """Progress per second at a fixed global batch (a job whose batch nobody tunes).
 
-        The batch is split over the GPUs; a per-GPU share above ``max_local_bsz`` is
-        reached by accumulating gradients over s micro-steps: (s − 1) compute-only steps
-        and one synchronised step. Rows are noise scales (default: the profile's), columns
-        allocations.
+        The batch is split over the GPUs and trained in micro-batches (``step_seconds``). Rows
+        are noise scales (default: the profile's), columns allocations.
         """
         nodes = np.atleast_1d(np.asarray(num_nodes, dtype=float))
         gpus = np.atleast_1d(np.asarray(num_gpus, dtype=float))
         phi = np.atleast_1d(np.asarray(self.noise_scale if noise_scales is None else noise_scales, dtype=float))
         with np.errstate(divide="ignore", invalid="ignore"):
-            share = global_batch / gpus
-            steps = np.maximum(1.0, np.ceil(share / self.max_local_bsz))
-            local = share / steps
-            seconds = (steps - 1) * (self.perf.alpha_c + self.perf.beta_c * local)
-            seconds = seconds + self.iteration_time(nodes, gpus, local)
+            seconds = self.step_seconds(nodes, gpus, np.full_like(gpus, float(global_batch)))
             samples_per_second = np.where(gpus > 0, global_batch / seconds, 0.0)
         efficiency = (phi[:, None] + self.init_batch_size) / (phi[:, None] + global_batch)
         return samples_per_second[None, :] * efficiency / self.init_batch_size

@@ -93,8 +93,12 @@ class _FreeGpus:
         return next(iter(self.buckets[gpu_type][size]))
 
 
-def place(snap: ClusterSnapshot, targets: Mapping[str, int]) -> PlacementResult:
-    """Concrete GPUs for every job with a positive target count."""
+def place(snap: ClusterSnapshot, targets: Mapping[str, int], consolidate: bool = False) -> PlacementResult:
+    """Concrete GPUs for every job with a positive target count.
+
+    ``consolidate``: a growing job that does not fit on its own node but fits whole on another
+    moves there instead of spanning nodes (``_grow``), for policies that place node by node.
+    """
     index = snap.index
     kept: dict[str, tuple[str, ...]] = {}  # job id → GPUs it keeps, for every job with a target
     growing: list[JobInfo] = []  # jobs that need GPUs beyond those they keep
@@ -115,9 +119,9 @@ def place(snap: ClusterSnapshot, targets: Mapping[str, int]) -> PlacementResult:
     placements, unplaced, notes = dict(kept), {}, {}
     for job in sorted(growing, key=lambda j: (-targets[j.id], j.submit_time, j.id)):
         have, need = kept[job.id], targets[job.id] - len(kept[job.id])
-        extra = _grow(pool, job, have, need, index.node_of)
-        if extra is not None:
-            placements[job.id] = have + tuple(extra)
+        grown = _grow(pool, job, have, need, index.node_of, consolidate)
+        if grown is not None:
+            placements[job.id] = grown
         elif len(have) >= job.min_gpus:  # could not grow: keep running as it is
             notes[job.id] = f"kept {len(have)} GPUs: {_why_unplaced(pool, job, need)}"
         else:
@@ -144,21 +148,37 @@ def _kept_gpus(
 
 
 def _grow(
-    pool: _FreeGpus, job: JobInfo, kept: Sequence[str], need: int, node_of: Mapping[str, str]
-) -> list[str] | None:
-    """``need`` more GPUs for ``job``: on its own nodes first, then packed; None if impossible."""
+    pool: _FreeGpus, job: JobInfo, kept: Sequence[str], need: int, node_of: Mapping[str, str],
+    consolidate: bool = False,
+) -> tuple[str, ...] | None:
+    """``job``'s GPUs grown by ``need``: on its own nodes first, then packed; None if impossible.
+
+    ``consolidate``: unless it fits on its own (one) node, a job that fits whole on one node
+    moves there (best fit), leaving the GPUs it held. A job that grows restarts anyway
+    (Pollux's ``Problem._evaluate`` in the artifact's ``simulator/pollux.py`` counts any change
+    of a job's GPUs as a restart), so moving costs nothing more, while spanning nodes slows it
+    (Pollux searches node by node and prices an allocation on the nodes it spans,
+    ``Problem._get_job_speedups``).
+    """
     own_nodes = sorted({node_of[gpu] for gpu in kept})
+    if consolidate and (len(own_nodes) != 1 or len(pool.free(own_nodes[0])) < need):
+        types = [pool.type_of[own_nodes[0]]] if own_nodes else _types_for(pool, job, need)
+        node = pool.best_fit(types, len(kept) + need) if own_nodes else None
+        if node is not None:
+            moved = pool.take(node, len(kept) + need)
+            _put_back(pool, kept, node_of)
+            return tuple(moved)
     extra: list[str] = []
     for node in own_nodes:
         extra += pool.take(node, need - len(extra))
     if len(extra) == need:
-        return extra
+        return (*kept, *extra)
     types = [pool.type_of[own_nodes[0]]] if own_nodes else _types_for(pool, job, need - len(extra))
     rest = _pack(pool, types, need - len(extra))
     if rest is None:
         _put_back(pool, extra, node_of)
         return None
-    return extra + rest
+    return (*kept, *extra, *rest)
 
 
 def _types_for(pool: _FreeGpus, job: JobInfo, need: int) -> list[str]:

@@ -13,6 +13,23 @@ rescale, and every start after a preemption, first pays ``restart_seconds`` with
 progress while holding its GPUs. A rigid trace job without a profile progresses one
 second of work per second at its requested GPUs, so it runs exactly its duration plus
 restart delays.
+
+Measured gradient statistics (``grad_curves``, optional, by profile): a job's efficiency
+then follows its validation curves as in the Pollux artifact's simulator (grad_curves.py).
+Its φ is the one measured at the batch it trains at in its current epoch; the rate is
+recomputed at every epoch's end (an event) and the job reports that φ to the policy
+(``JobInfo.grad_noise_scale``). A job that tunes its own batch (the policy chose one, or
+the job asked for none: Pollux's jobs) re-picks the goodput-optimal batch for the φ it
+last measured at every epoch's end and every round, without a restart, as AdaptDL's
+trainer does (``Job.update_local_bsz``); before it has measured anything it starts at
+max(M0, smallest per-GPU batch × GPUs).
+
+Measured step times (``step_times``, optional, by profile and GPU type): a job then runs
+at the step times measured for its placement (GPUs on each node) and micro-batch, as
+the artifact's ``Job.step`` does (step_times.py), instead of its fitted model's. Only
+the executor: policies still rank allocations with the fitted models, as the artifact's
+scheduler only knows the jobs' fitted models. A job that tunes its batch picks it with
+its fitted model, as the artifact's jobs do (``GoodputFunction.optimize``).
 """
 
 from __future__ import annotations
@@ -26,13 +43,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.cycle import Action, CycleConfig, Decision, run_cycle
+from scheduler.core.goodput import GoodputModel
 from scheduler.core.policy import Policy
-from scheduler.core.speed import job_speed
+from scheduler.core.speed import job_speed, model_for
 from scheduler.core.types import ClusterSnapshot, JobInfo, NodeInfo, PolicyState, TenantInfo
 
+from .grad_curves import GradCurves
 from .metrics import fair_share_seconds
 from .powerdown import NodePower, PowerDownConfig
 from .records import JobOutcome, SimulationResult, WorkloadJob
+from .step_times import StepTimes
 from .usage import UsageRecorder
 
 ProgressCallback = Callable[[int, int], None]  # (jobs finished, jobs in the workload)
@@ -85,6 +105,14 @@ class _Run:
     version: int = 0  # invalidates stale completion and restart events
     waiting_info: JobInfo | None = None  # a waiting job's JobInfo does not change: built once per wait
     running_info: JobInfo | None = None  # built once per allocation; each round only advances its progress
+    nodes: int = 0  # nodes its GPUs span
+    placement: tuple[int, ...] = ()  # its GPUs on each node it spans, in the nodes' order
+    policy_batch: int | None = None  # the global batch the policy chose at its allocation, if any
+    # With measured gradient statistics only (grad_curves.py):
+    adaptive: bool = False  # it tunes its own batch size
+    batch: int | None = None  # global batch it trains at
+    phi: float | None = None  # the noise scale it last measured (None: nothing yet)
+    finishing: bool = True  # its pending event is its completion, not the end of an epoch
 
     def progress_now(self, now: float) -> float:
         """Work done by ``now``, at most the job's total; none accrues during a restart delay.
@@ -122,11 +150,15 @@ class _Run:
             max_gpus=spec.max_gpus, total_work=spec.total_work,
             progress=self.progress_now(now), profile=spec.profile,
             gpu_type=spec.gpu_type, placement=self.gpus, attained_gpu_seconds=self.attained_now(now),
-            restarts=self.restarts, batch_size=spec.batch_size,
+            restarts=self.restarts, batch_size=spec.batch_size, grad_noise_scale=self.phi,
         )
 
-    def finish_eta(self) -> float:
-        remaining = self.spec.total_work - self.progress
+    def event_eta(self, curves: GradCurves | None) -> float:
+        """When it finishes or, with measured gradient statistics, ends its epoch (``finishing`` says which)."""
+        total = self.spec.total_work
+        boundary = curves.next_boundary(self.progress) if curves is not None else math.inf
+        self.finishing = boundary >= total
+        remaining = min(boundary, total) - self.progress
         if remaining <= 0:
             return max(self.progress_at, self.restart_until)
         return max(self.progress_at, self.restart_until) + remaining / self.rate if self.rate > 0 else math.inf
@@ -141,9 +173,18 @@ def simulate(
     profiles: Mapping[str, Mapping[str, Any]] | None = None,
     config: SimConfig | None = None,
     on_progress: ProgressCallback | None = None,
+    grad_curves: Mapping[str, GradCurves] | None = None,
+    step_times: Mapping[str, Mapping[str, StepTimes]] | None = None,
 ) -> SimulationResult:
-    """Replay ``workload`` on ``nodes`` under ``policy``; returns every job's outcome and the cluster's usage."""
-    engine = _Engine(workload, nodes, policy, tenants, profiles or {}, config or SimConfig(), on_progress)
+    """Replay ``workload`` on ``nodes`` under ``policy``; returns every job's outcome and the cluster's usage.
+
+    ``grad_curves`` (by profile): measured gradient statistics that a job's efficiency follows
+    (module docstring); without them every job keeps its profile's one noise scale.
+    ``step_times`` (by profile, then GPU type): measured step times a job on one GPU type
+    runs at (module docstring); without them it runs as its fitted model says.
+    """
+    engine = _Engine(workload, nodes, policy, tenants, profiles or {}, config or SimConfig(), on_progress,
+                     grad_curves or {}, step_times or {})
     return engine.run()
 
 
@@ -151,7 +192,8 @@ class _Engine:
     def __init__(
         self, workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], policy: Policy,
         tenants: tuple[TenantInfo, ...], profiles: Mapping[str, Mapping[str, Any]], config: SimConfig,
-        on_progress: ProgressCallback | None,
+        on_progress: ProgressCallback | None, grad_curves: Mapping[str, GradCurves],
+        step_times: Mapping[str, Mapping[str, StepTimes]],
     ) -> None:
         ids = [job.id for job in workload]
         if len(set(ids)) != len(ids):
@@ -160,6 +202,7 @@ class _Engine:
         self.nodes, self.policy, self.tenants, self.config = nodes, policy, tenants, config
         self.static = ClusterSnapshot(0.0, nodes, (), tenants, profiles)
         self.node_of = {gpu.id: node.name for node in nodes for gpu in node.gpus}
+        self.node_index = {node.name: index for index, node in enumerate(nodes)}
         self.type_of = {gpu.id: node.gpu_type for node in nodes for gpu in node.gpus}
         self.on_progress = on_progress
         self.active: dict[str, _Run] = {}
@@ -173,6 +216,9 @@ class _Engine:
         self.decision_at: float | None = None
         self.power = NodePower(nodes, config.power_down) if config.power_down else None
         self.active_integral, self.integral_at = 0.0, 0.0
+        self.curves = grad_curves
+        self.step_times = step_times
+        self.best_batches: dict[tuple[int, int, int, float], int] = {}  # (model, nodes, GPUs, φ) → batch
 
     # --- the loop ------------------------------------------------------------------
 
@@ -243,6 +289,9 @@ class _Engine:
             run = self.active.get(job_id)
             if run is None or run.version != version:
                 continue  # superseded by a later allocation change
+            if not run.finishing:
+                self._end_epoch(run)
+                continue
             self._release(run)
             run.progress, run.finish_time = run.spec.total_work, self.now
             del self.active[job_id]
@@ -263,6 +312,8 @@ class _Engine:
         self.state, self.rounds = result.state, self.rounds + 1
         for decision in result.changes:
             self._apply(self.active[decision.job_id], decision)
+        if self.curves:
+            self._retune_batches()
         if not self.policy.event_driven and (self.running > 0 or self.next_arrival < len(self.arrivals)):
             self._request_decision(self.now + self.config.round_seconds)
         if result.wake_at is not None and math.isfinite(result.wake_at) and self._someone_could_use_gpus():
@@ -321,12 +372,105 @@ class _Engine:
         self.running += 1
         self.growable += len(gpus) < run.spec.max_gpus
         self.usage.hold(run.gpus_by_type, run.spec.tenant, run.restart_until > self.now)
-        nodes = len({self.node_of[gpu] for gpu in gpus})
-        info = run.job_info(self.now)
-        speed_factor = self.config.speed_factor_of(run.gpus_by_type)
-        run.rate = job_speed(info, self.static, len(gpus), nodes, batch_size) * speed_factor
+        run.nodes = len({self.node_of[gpu] for gpu in gpus})
+        by_node = Counter(self.node_index[self.node_of[gpu]] for gpu in gpus)
+        run.placement = tuple(by_node[index] for index in sorted(by_node))
+        run.policy_batch = batch_size
+        run.adaptive = batch_size is not None or run.spec.batch_size is None
+        self._set_rate(run)
+
+    def _set_rate(self, run: _Run) -> None:
+        """The running job's speed from its banked progress on, and its next completion or epoch-end event."""
+        profile = run.spec.profile
+        curves = self.curves.get(profile) if profile else None
+        table = self._step_table(run)
+        batch = run.policy_batch
+        model = model_for(run.job_info(self.now), self.static) if curves is not None or table is not None else None
+        if model is None:
+            curves = table = None
+        if model is not None and (curves is not None or run.adaptive):
+            batch = run.batch = self._batch(run, model, curves is not None)
+        if table is not None and model is not None:
+            rate = self._measured_rate(run, model, table, batch or run.spec.batch_size or model.init_batch_size, curves)
+        else:
+            if curves is not None:
+                run.phi = curves.noise_scale(batch, curves.epoch(run.progress))  # type: ignore[arg-type]
+                run.waiting_info = run.running_info = None  # φ changed: the JobInfo below must carry it
+            rate = job_speed(run.job_info(self.now), self.static, len(run.gpus), run.nodes, batch)
+        run.waiting_info = run.running_info = None  # φ may have changed
+        run.rate = rate * self.config.speed_factor_of(run.gpus_by_type)
         run.version += 1
-        heapq.heappush(self.completions, (run.finish_eta(), run.version, run.spec.id))
+        heapq.heappush(self.completions, (run.event_eta(curves), run.version, run.spec.id))
+
+    def _step_table(self, run: _Run) -> StepTimes | None:
+        """Measured step times of the job's profile on the one GPU type it holds, if any."""
+        if not (self.step_times and run.spec.profile and len(run.gpus_by_type) == 1):
+            return None
+        return self.step_times.get(run.spec.profile, {}).get(next(iter(run.gpus_by_type)))
+
+    def _measured_rate(
+        self, run: _Run, model: GoodputModel, table: StepTimes, batch: int, curves: GradCurves | None,
+    ) -> float:
+        """Progress per second with measured step times, as the artifact's ``Job.step`` computes it.
+
+        ``Job.update_local_bsz``: the global batch's per-GPU share in s + 1 micro-batches
+        (``GoodputModel.micro_batches``) of ⌈share / (s + 1)⌉ samples, at most
+        ⌊max_batch_size / (GPUs · (s + 1))⌋; the batch trained is GPUs · micro-batch · (s + 1).
+        ``Job.step``: a step takes step_time + s · (step_time − sync_time) (step_times.py); the
+        gain is (var + sqr) / (var / scale + sqr) = E · batch / M0 with φ measured at the batch
+        trained (``get_grad_stats``), or the job's own φ without curves.
+        """
+        gpus = len(run.gpus)
+        count = model.micro_batches(gpus, batch)
+        micro = min(math.ceil(batch / gpus / count - 1e-8), int(model.max_batch_size / (gpus * count)))
+        micro = max(micro, 1)
+        trained = gpus * micro * count
+        if curves is not None:
+            run.phi = curves.noise_scale(trained, curves.epoch(run.progress))
+        phi = run.phi if run.phi is not None else model.noise_scale
+        seconds = table.step_seconds(run.placement, micro, count - 1)
+        return float(model.efficiency(trained, phi)) * trained / model.init_batch_size / seconds
+
+    def _batch(self, run: _Run, model: GoodputModel, measured: bool = True) -> int:
+        """The global batch a running job trains at (measured gradient statistics or step times only).
+
+        ``measured``: its φ comes from gradient curves, so before it has measured any it starts
+        small; otherwise it uses the φ it reports (its profile's when none).
+        """
+        gpus = len(run.gpus)
+        if not run.adaptive:
+            return run.policy_batch or run.spec.batch_size or model.init_batch_size
+        if run.phi is None and measured:  # nothing measured yet: AdaptDL starts at M0, or the least per-GPU batch
+            return min(max(model.init_batch_size, model.min_local_bsz * gpus), model.max_batch_size)
+        phi = run.phi if run.phi is not None else model.noise_scale
+        key = (id(model), run.nodes, gpus, phi)
+        if key not in self.best_batches:
+            self.best_batches[key] = model.best_global_batch(run.nodes, gpus, phi)
+        return self.best_batches[key]
+
+    def _rerate(self, run: _Run, at_least: float = 0.0) -> None:
+        """Bank a running job's progress (≥ ``at_least``) and recompute its speed, without a restart."""
+        run.progress, run.progress_at = max(run.progress_now(self.now), at_least), self.now
+        self._set_rate(run)
+        if run.restart_until > self.now:  # the new version must still end the restart delay
+            heapq.heappush(self.restart_ends, (run.restart_until, run.version, run.spec.id))
+
+    def _end_epoch(self, run: _Run) -> None:
+        """The job reached the end of an epoch: the next epoch's statistics, and a batch re-picked for them.
+
+        Its progress is set to the boundary itself, so that rounding cannot leave it a hair short.
+        """
+        curves = self.curves[run.spec.profile]  # type: ignore[index]  # only jobs with curves get epoch events
+        self._rerate(run, at_least=min(curves.next_boundary(run.progress), run.spec.total_work))
+
+    def _retune_batches(self) -> None:
+        """Each round, a job that tunes its batch moves to the best batch for the φ it last measured."""
+        for run in self.active.values():
+            if not (run.gpus and run.adaptive and run.batch is not None):
+                continue
+            model = model_for(run.running_info or run.job_info(self.now), self.static)
+            if model is not None and self._batch(run, model, run.spec.profile in self.curves) != run.batch:
+                self._rerate(run)
 
     def _release(self, run: _Run) -> None:
         """Bank the job's progress and GPU-time up to now and take its GPUs away."""

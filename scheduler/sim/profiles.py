@@ -16,7 +16,8 @@ raises ``TraceError`` naming the file, line and column.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from scheduler.core.goodput_fit import (
     max_batch_size,
 )
 
+from .grad_curves import GradCurves
+from .step_times import StepTimes
 from .traces import TraceError
 
 
@@ -59,6 +62,7 @@ POLLUX_DIR, SIA_DIR = Path("pollux") / "traces", Path("sia") / "profiles"
 PLACEMENT_COLUMNS = ("placement", "local_bsz", "step_time", "sync_time")
 SCALABILITY_COLUMNS = ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
 VALIDATION_COLUMNS = ("grad_sqr", "grad_var")
+CURVE_COLUMNS = ("progress", *VALIDATION_COLUMNS)
 
 # One measured configuration: (nodes, GPUs, per-GPU batch, step seconds, sync seconds).
 Measurement = tuple[int, int, float, float, float]
@@ -211,6 +215,67 @@ def load_statistics(application_dir: Path) -> Statistics:
     except ValueError as error:
         raise TraceError(initial, 0, "grad_sqr", str(error)) from None
     return Statistics(initial_batch_size(sizes), max_batch_size(sizes), noise)
+
+
+def load_grad_curves(traces_dir: Path) -> dict[str, GradCurves]:
+    """Every application's measured gradient statistics by batch and epoch (grad_curves.py)."""
+    return {app: read_grad_curves(_validation_dir(traces_dir, app)) for app in find_applications(traces_dir)}
+
+
+def read_grad_curves(application_dir: Path) -> GradCurves:
+    """An application's ``validation-<B>.csv`` curves as one table; epochs beyond the shortest curve are dropped.
+
+    The end of epoch e is the smallest ``progress`` of row e over the curves, as the Pollux
+    artifact's ``Application.get_progress`` takes it.
+    """
+    curves = validation_curves(application_dir)
+    if not curves:
+        raise TraceError(application_dir, 0, "validation-*.csv", "no validation curve in this folder")
+    rows = {batch: [[_number(path, line, row, column, minimum=-np.inf) for column in CURVE_COLUMNS]
+                    for line, row in _read(path, CURVE_COLUMNS)] for batch, path in curves}
+    epochs = min(len(table) for table in rows.values())
+    if epochs == 0:
+        raise TraceError(curves[0][1], 2, "progress", "expected at least one epoch in every curve")
+    table = np.array([rows[batch][:epochs] for batch, _ in curves])  # (batches, epochs, columns)
+    return GradCurves(batch_sizes=np.array([batch for batch, _ in curves]), grad_sqr=table[:, :, 1],
+                      grad_var=table[:, :, 2], boundaries=table[:, :, 0].min(axis=0))
+
+
+# Per-GPU batch limits the Pollux artifact sets for its T4 applications over what placements.csv spans
+# (simulator/applications.py, ``APPLICATIONS``: yolov3 ``max_local_bsz=8``; its scalability.csv measures
+# only per-GPU batches 4-8, so larger ones fall outside the step times interpolated beyond 4 nodes).
+ARTIFACT_MAX_LOCAL_BSZ = {"yolov3": 8}
+
+
+def artifact_profiles(
+    profiles: Mapping[str, Mapping[str, GoodputModel]],
+) -> dict[str, dict[str, GoodputModel]]:
+    """``profiles`` with the artifact's T4 per-GPU batch limits (``ARTIFACT_MAX_LOCAL_BSZ``)."""
+    result = {app: dict(by_gpu) for app, by_gpu in profiles.items()}
+    for app, limit in ARTIFACT_MAX_LOCAL_BSZ.items():
+        model = result.get(app, {}).get("t4")
+        if model is not None:
+            result[app]["t4"] = dataclasses.replace(
+                model, max_local_bsz=max(min(model.max_local_bsz, limit), model.min_local_bsz))
+    return result
+
+
+def load_measured_step_times(traces_dir: Path) -> dict[str, dict[str, StepTimes]]:
+    """Every application's measured step times (step_times.py) by canonical GPU type, from the files
+    the fitted models are fitted from (``step_time_files``)."""
+    return {app: {gpu: read_step_times(*files) for gpu, files in step_time_files(traces_dir, app).items()}
+            for app in find_applications(traces_dir)}
+
+
+def read_step_times(placements: Path, scalability: Path | None = None) -> StepTimes:
+    """A ``placements.csv`` (and ``scalability.csv``) as the artifact's ``Application`` reads them: every row kept."""
+    rows = []
+    for line, row in _read(placements, PLACEMENT_COLUMNS):
+        _placement(placements, line, row)  # validates the digits
+        rows.append((int(row["placement"].strip()), *_times(placements, line, row)))
+    if not rows:
+        raise TraceError(placements, 2, "step_time", "expected at least one measured configuration")
+    return StepTimes(rows, [] if scalability is None else list(_scalability_rows(scalability)))
 
 
 def validation_curves(application_dir: Path) -> list[tuple[int, Path]]:

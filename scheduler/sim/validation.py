@@ -29,12 +29,14 @@ class Case:
     workload: int
 
     def scenario(self, traces_dir: Path) -> Scenario:
-        """The case as the Pollux artifact ran it (REFERENCE-SETUP.md): every start costs 30 s, and
+        """The case as the Pollux artifact ran it (REFERENCE-SETUP.md): every start costs 30 s, jobs run
+        at the measured step times of their placement and with the measured gradient statistics of
+        the current epoch at the batch trained at (the policies see the fitted models), and
         Tiresias has two queues split at 16 GPU-hours and no starvation guard."""
         trace = traces_dir / "pollux" / f"workloads-{self.load}" / f"workload-{self.workload}.csv"
         config = REFERENCE_POLICY_CONFIG.get(self.policy, {})
         return Scenario(trace=str(trace), policy=self.policy, preset="pollux-t4", charge_first_start=True,
-                        policy_config=config)
+                        measured_profiles=True, policy_config=config)
 
 
 @dataclass(frozen=True)

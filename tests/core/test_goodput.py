@@ -62,11 +62,22 @@ def test_efficiency_is_one_at_the_initial_batch_and_falls_with_batch() -> None:
 
 @given(gpus=st.integers(1, 128), noise=st.floats(0, 1e5))
 def test_best_batch_stays_within_the_limits(gpus: int, noise: float) -> None:
-    goodput, local = MODEL.best_batch(packed(np.array(gpus)), gpus, noise)
-    assert MODEL.min_local_bsz - 1e-9 <= local[0] <= MODEL.max_local_bsz + 1e-9
+    goodput, batch = MODEL.best_batch(packed(np.array(gpus)), gpus, noise)
     assert goodput[0] > 0
-    if gpus * MODEL.max_local_bsz >= MODEL.init_batch_size:  # no gradient accumulation needed
-        assert MODEL.init_batch_size - 1e-6 <= gpus * local[0] <= MODEL.max_batch_size + 1e-6
+    assert MODEL.init_batch_size - 1e-6 <= batch[0] <= MODEL.max_batch_size + 1e-6
+    # Above max_local_bsz per GPU the batch is reached by accumulating micro-batches within the limits.
+    micro = batch[0] / gpus / MODEL._accumulation(np.array(gpus), batch)[0]
+    assert MODEL.min_local_bsz - 1e-9 <= micro <= MODEL.max_local_bsz + 1e-9
+
+
+def test_accumulation_reaches_large_batches_on_few_gpus() -> None:
+    # One GPU above M0 accumulates at least two micro-batches (AdaptDL's rule); T = s·T_grad + T_iter.
+    compute = PERF.alpha_c + PERF.beta_c * 256
+    assert MODEL.step_seconds(1, 1, 512)[()] == pytest.approx(2 * compute)
+    assert MODEL.step_seconds(1, 1, 128)[()] == pytest.approx(PERF.alpha_c + PERF.beta_c * 128)
+    # A large noise scale makes a batch beyond max_local_bsz × GPUs worth its extra steps.
+    _, batch = MODEL.best_batch(1, 2, noise_scale=1e6)
+    assert batch[0] > 2 * MODEL.max_local_bsz
 
 
 def test_larger_noise_scale_means_larger_batches_and_better_scaling() -> None:

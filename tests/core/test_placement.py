@@ -50,6 +50,20 @@ def test_running_jobs_keep_their_gpus_and_grow_in_place() -> None:
     assert result.placements["r"][:2] == ("n2-0", "n2-1") and nodes_used(result.placements["r"]) == {"n2"}
 
 
+def test_consolidating_a_growing_job_that_fits_one_node_moves_it_there() -> None:
+    # r holds 2 of n1, where o holds the other 2: growing to 4 it moves whole to the free n2
+    # (it restarts anyway), instead of spanning n1 and n2; its GPUs on n1 are freed.
+    running = job("r", 2, 4, placement=("n1-0", "n1-1"))
+    other = job("o", 2, placement=("n1-2", "n1-3"))
+    cluster = snap([node("n1", 4), node("n2", 4)], [running, other])
+    assert nodes_used(place(cluster, {"r": 4, "o": 2}, consolidate=True).placements["r"]) == {"n2"}
+    assert nodes_used(place(cluster, {"r": 4, "o": 2}).placements["r"]) == {"n1", "n2"}  # by default it stays
+    # Larger than any node: it keeps its GPUs and grows onto more nodes, as before.
+    result = place(snap([node("n1", 4), node("n2", 4), node("n3", 4)], [running, other]), {"r": 6, "o": 2},
+                   consolidate=True)
+    assert result.placements["r"][:2] == ("n1-0", "n1-1") and len(result.placements["r"]) == 6
+
+
 def test_shrinking_gives_up_the_gpus_on_its_smallest_node() -> None:
     spread = job("s", 1, 8, placement=("n1-0", "n2-0", "n2-1", "n2-2"))
     assert nodes_used(place(snap([node("n1", 4), node("n2", 4)], [spread]), {"s": 3}).placements["s"]) == {"n2"}

@@ -12,8 +12,9 @@ Outputs: a GPU count per job (0 or within its bounds), the global batch size eac
 a profile should train at (``batch_sizes``), a reason for each job waiting or resized.
 
 Objective. SPEEDUP_j(a) = goodput_j(a) / goodput_j(fair share), each at its best batch
-size on fewest nodes; the fair share is min(max_gpus, max(min_gpus, round(U_j / J))) GPUs,
-U_j the usable GPUs of the job's type and J the number of jobs. Pollux maximises
+size (with gradient accumulation, goodput.py); a on fewest nodes, the fair share ceil(U_j / J)
+GPUs on one node as Pollux's simulator prices it (``speedups``), U_j the usable GPUs of the
+job's type and J the number of jobs. Pollux maximises
 FITNESS_p = (mean_j SPEEDUP_j^p)^(1/p) with p = −1 (a harmonic mean: a GPU goes where it
 lifts a slow job most). A running job whose count would change has its speedup multiplied
 by Pollux's REALLOC_FACTOR = max(T_j − R_j·δ, 0) / (T_j + δ) — T_j its age, R_j its
@@ -21,6 +22,12 @@ restarts so far, δ = ``restart_seconds`` — the share of its life it would spe
 not restarting, after one more restart. A job moves only for a gain that outweighs that
 (about 5 % at 10 minutes of age, less as it ages; more after many restarts). A waiting job
 that starts pays nothing: it holds nothing to lose.
+
+At most one distributed job per node (Pollux's ``Problem._repair``): a job on more than one
+node holds its nodes' distributed slot, so the nodes spanned by multi-node jobs (fewest-node
+packing) sum to at most the cluster's nodes (``Search.slots``). With many large jobs this
+makes some of them wait on one node while others run wide, as in Pollux, instead of all
+sharing equally and finishing together.
 
 Jobs at 0 GPUs. Their speedup is 0, and one zero makes every p < 0 mean 0. Pollux's
 simulator adds 1e-3 to every speedup, which makes an unallocated job cost more than any
@@ -36,7 +43,7 @@ per GPU, looking at every larger count it could still get (goodput dips when a j
 onto another node, so one-GPU steps would stop too early). (2) Local search: move 1, 2, 4 …
 one node of GPUs from one job (or the free pool) to another while that lowers Σ c. Both run
 from the minimum allocation and from the current one (Pollux seeds its GA with it too);
-the better result wins (ties to the current one). GPU types: typed jobs draw only on their
+the better result wins (ties to the current one). Both keep to the node slots. GPU types: typed jobs draw only on their
 type, untyped ones on any GPU (all typed demand of a type ≤ its usable GPUs, all demand ≤
 all usable GPUs). Deterministic: ties go to the earlier arrival. No state.
 """
@@ -44,6 +51,7 @@ all usable GPUs). Deterministic: ties go to the earlier arrival. No state.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -71,6 +79,8 @@ class PolluxPolicy:
     name: ClassVar[str] = "pollux"
     event_driven: ClassVar[bool] = False
     prices_restarts: ClassVar[bool] = True  # REALLOC_FACTOR: no extra hysteresis in the round
+    # Pollux's search is node by node, pricing the nodes a job spans (placement.place, ``consolidate``).
+    consolidates_on_growth: ClassVar[bool] = True
     restart_seconds: float = 30.0  # δ: how long one re-allocation stalls a job
     p: float = -1.0  # power-mean exponent; more negative is fairer
 
@@ -107,16 +117,27 @@ def batch_sizes(snap: ClusterSnapshot, allocations: Mapping[str, int]) -> dict[s
         if model is None:
             continue
         nodes = fewest_nodes(gpus, gpus_per_node(snap, job.gpu_type))
-        _, local = model.best_batch(nodes, gpus, job.grad_noise_scale)
-        # Below M0 the job accumulates gradients up to M0 (goodput.py).
-        sizes[job.id] = int(np.clip(round(gpus * float(local[0])), model.init_batch_size, model.max_batch_size))
+        sizes[job.id] = model.best_global_batch(nodes, gpus, job.grad_noise_scale)
     return sizes
 
 
-def speedups(speeds: NDArray, job: JobInfo, usable: int, n_jobs: int) -> NDArray:
-    """SPEEDUP at 0..max_gpus: speed ÷ speed at the fair share (speeds are goodput ÷ M0)."""
-    fair = min(job.max_gpus, max(job.min_gpus, round(usable / max(n_jobs, 1))))
-    base = speeds[fair] if speeds[fair] > 0 else (speeds[1:].max(initial=0.0) or 1.0)
+def speedups(speeds: NDArray, job: JobInfo, snap: ClusterSnapshot, usable: int, n_jobs: int) -> NDArray:
+    """SPEEDUP at 0..max_gpus: speed ÷ speed at the fair share (speeds are goodput ÷ M0).
+
+    The fair share is ceil(U / J) GPUs on one node, priced at the best batch, as Pollux's
+    simulator prices it (``pollux.py``, ``Problem.__init__``: fair_replicas = ceil(1 / share / J),
+    fair_nodes = ceil(nodes × share) = 1 for one GPU per replica). A job without a profile
+    uses its own table at that count, within its bounds.
+    """
+    fair = max(1, math.ceil(usable / max(n_jobs, 1)))
+    model = model_for(job, snap)
+    if model is not None:
+        base = float(model.speed(1, fair, job.grad_noise_scale)[0])
+    else:
+        count = min(job.max_gpus, max(job.min_gpus, fair))
+        base = float(speeds[count]) if count < len(speeds) else 0.0
+    if base <= 0:
+        base = speeds[1:].max(initial=0.0) or 1.0
     return speeds / base
 
 
@@ -146,8 +167,12 @@ class Search:
         self.hi = np.array([min(job.max_gpus, empty.free_for(job)) for job in jobs], dtype=int)
         self.held = np.array([job.gpus for job in jobs], dtype=int)
         self.units = sorted({1 << i for i in range(16) if 1 << i <= gpus_per_node(snap)} | {gpus_per_node(snap)})
+        # At most one distributed job per node: jobs spanning nodes hold whole nodes' worth of node slots.
+        self.node_size = gpus_per_node(snap)
+        nodes = sum(1 for gpus in snap.index.usable_by_node.values() if gpus)
+        self.node_slots = max(nodes, int(self.slots(self.lo).sum()))
         memo = SpeedMemo(snap, adaptive_batch=True)
-        self.speedups = [speedups(memo.table(job), job, empty.free_for(job), len(snap.jobs))[: top + 1]
+        self.speedups = [speedups(memo.table(job), job, snap, empty.free_for(job), len(snap.jobs))[: top + 1]
                          for job, top in zip(jobs, self.hi, strict=True)]
         self.flat, self.off = self._costs(snap)
 
@@ -183,6 +208,16 @@ class Search:
         per_type = np.bincount(self.code[typed], weights=counts[typed], minlength=len(self.pool)).astype(int)
         return int(counts.sum()), per_type
 
+    def slots(self, counts: NDArray | int) -> NDArray:
+        """Nodes a job of ``counts`` GPUs spans when it spans more than one (fewest nodes), else 0.
+
+        Pollux's simulator allows at most one distributed job per node (``pollux.py``,
+        ``Problem._repair``), so these nodes are the distributed jobs' own: their sum is at most
+        the cluster's nodes. Jobs on one node share nodes freely.
+        """
+        counts = np.asarray(counts)
+        return np.where(counts > self.node_size, -(-counts // self.node_size), 0)
+
     def room(self, j: int, used: int, per_type: NDArray) -> int:
         """GPUs job ``j`` could still get."""
         free = self.usable - used
@@ -201,28 +236,33 @@ class Search:
         for j in range(len(self.jobs)):
             add = max(min(int(self.held[j]), int(self.hi[j])) - int(counts[j]), 0)
             add = min(add, self.room(j, used, per_type))
+            if self.slots(counts + add * (np.arange(len(counts)) == j)).sum() > self.node_slots:
+                add = 0
             counts[j] += add
             used += add
             if self.code[j] >= 0:
                 per_type[self.code[j]] += add
         return counts
 
-    def best_jump(self, j: int, count: int, room: int) -> tuple[float, int]:
+    def best_jump(self, j: int, count: int, room: int, free_slots: int) -> tuple[float, int]:
         """(fall of cost per GPU, GPUs to add) of the best growth of job ``j`` from ``count``."""
         top = min(int(self.hi[j]), count + room)
         if top <= count:
             return 0.0, 0
         costs = self.flat[self.off[j] + count : self.off[j] + top + 1]
         per_gpu = (costs[0] - costs[1:]) / np.arange(1, top - count + 1)
+        fits = self.slots(np.arange(count + 1, top + 1)) - self.slots(count) <= free_slots
+        per_gpu = np.where(fits, per_gpu, -np.inf)
         best = int(np.argmax(per_gpu))
-        return float(per_gpu[best]), best + 1
+        return (float(per_gpu[best]), best + 1) if fits[best] else (0.0, 0)
 
     def greedy(self, counts: NDArray) -> NDArray:
         """Grow jobs by their best jump, largest fall of cost per GPU first (lazy max-heap)."""
         used, per_type = self.usage(counts)
 
         def jump(j: int) -> tuple[float, int]:
-            return self.best_jump(j, int(counts[j]), self.room(j, used, per_type))
+            free_slots = self.node_slots - int(self.slots(counts).sum())
+            return self.best_jump(j, int(counts[j]), self.room(j, used, per_type), free_slots)
 
         heap = [(-gain, j, add) for j, (gain, add) in enumerate(map(jump, range(len(counts)))) if gain > 0]
         heapq.heapify(heap)
@@ -258,24 +298,36 @@ class Search:
         # Room left in each job's type; untyped jobs (code −1) read the last entry: all free GPUs.
         type_room = np.append(self.pool - per_type, free)[self.code]
         here = self.flat[self.off + counts]
+        slots_now = self.slots(counts)
+        free_slots = self.node_slots - int(slots_now.sum())
         best: Move = (0.0, -1, -1, 0)
         for unit in self.units:
             up = counts + unit <= self.hi
             gain = np.where(up, here - self.flat[self.off + np.minimum(counts + unit, self.hi)], -np.inf)
             down = counts - unit >= self.lo
             loss = np.where(down, self.flat[self.off + np.maximum(counts - unit, self.lo)] - here, np.inf)
-            for move in self._moves(gain, loss, unit, free, type_room):
+            # Node slots each job would take (> 0) or free (< 0) by the move.
+            more = self.slots(counts + unit) - slots_now
+            fewer = self.slots(np.maximum(counts - unit, 0)) - slots_now
+            for move in self._moves(gain, loss, unit, free, type_room, (free_slots, more, fewer)):
                 if move[0] > best[0]:
                     best = move
         return best
 
-    def _moves(self, gain: NDArray, loss: NDArray, unit: int, free: int, type_room: NDArray) -> list[Move]:
-        """The best move of each kind for one unit size: from the pool, to the pool, job to job."""
+    def _moves(
+        self, gain: NDArray, loss: NDArray, unit: int, free: int, type_room: NDArray,
+        slots: tuple[int, NDArray, NDArray],
+    ) -> list[Move]:
+        """The best move of each kind for one unit size: from the pool, to the pool, job to job.
+
+        ``slots``: (free node slots, slots each job would take growing, slots each would give back shrinking).
+        """
         moves: list[Move] = []
         if len(gain) == 0:
             return moves
+        free_slots, more, fewer = slots
         if free >= unit:
-            fits = np.minimum(type_room, free) >= unit
+            fits = (np.minimum(type_room, free) >= unit) & (more <= free_slots)
             taker = int(np.argmax(np.where(fits, gain, -np.inf)))
             moves.append((float(gain[taker]) if fits[taker] else -np.inf, taker, -1, unit))
         giver = int(np.argmin(loss))
@@ -288,7 +340,7 @@ class Search:
             full = same & (type_room < unit)
             own_loss, own = _cheapest_other(loss, same)
             donor_loss, donor = np.where(full, own_loss, donor_loss), np.where(full, own, donor)
-        value = gain - donor_loss
+        value = np.where(more <= free_slots - fewer[donor], gain - donor_loss, -np.inf)
         taker = int(np.argmax(value))
         moves.append((float(value[taker]), taker, int(donor[taker]), unit))
         return [move for move in moves if np.isfinite(move[0])]

@@ -140,6 +140,12 @@ def small_snapshot(seed: int) -> ClusterSnapshot:
 
 
 def placeable(snap: ClusterSnapshot, allocations: dict[str, int]) -> bool:
+    # At most one distributed job per node: jobs larger than the largest node span
+    # ceil(k / node size) nodes each, which together fit in the nodes with usable GPUs.
+    size = max(len(node.gpus) for node in snap.nodes)
+    spanned = sum(-(-count // size) for count in allocations.values() if count > size)
+    if spanned > sum(1 for node in snap.nodes if node.usable_gpus):
+        return False
     capacity = Capacity(snap)
     for one in sorted(snap.jobs, key=lambda j: (j.gpu_type is None, j.id)):  # typed jobs draw first
         if not capacity.fits(one, allocations[one.id]):
