@@ -111,17 +111,24 @@ class PolluxPolicy:
 def batch_sizes(snap: ClusterSnapshot, allocations: Mapping[str, int]) -> dict[str, int]:
     """The goodput-optimal global batch of every job with a profile and GPUs (goodput.best_batch)."""
     sizes = {}
+    known: dict[tuple[int, int, int, float | None], int] = {}  # jobs of one profile and φ share answers
     for job in snap.jobs:
         gpus = allocations[job.id]
         model = model_for(job, snap) if gpus else None
         if model is None:
             continue
         nodes = fewest_nodes(gpus, gpus_per_node(snap, job.gpu_type))
-        sizes[job.id] = model.best_global_batch(nodes, gpus, job.grad_noise_scale)
+        key = (id(model), nodes, gpus, job.grad_noise_scale)
+        if key not in known:
+            known[key] = model.best_global_batch(nodes, gpus, job.grad_noise_scale)
+        sizes[job.id] = known[key]
     return sizes
 
 
-def speedups(speeds: NDArray, job: JobInfo, snap: ClusterSnapshot, usable: int, n_jobs: int) -> NDArray:
+def speedups(
+    speeds: NDArray, job: JobInfo, snap: ClusterSnapshot, usable: int, n_jobs: int,
+    bases: dict[tuple[int, int, float | None], float] | None = None,
+) -> NDArray:
     """SPEEDUP at 0..max_gpus: speed ÷ speed at the fair share (speeds are goodput ÷ M0).
 
     The fair share is ceil(U / J) GPUs on one node, priced at the best batch, as Pollux's
@@ -132,7 +139,11 @@ def speedups(speeds: NDArray, job: JobInfo, snap: ClusterSnapshot, usable: int, 
     fair = max(1, math.ceil(usable / max(n_jobs, 1)))
     model = model_for(job, snap)
     if model is not None:
-        base = float(model.speed(1, fair, job.grad_noise_scale)[0])
+        bases = {} if bases is None else bases  # jobs of one profile and φ share the base: pass one dict to all
+        key = (id(model), fair, job.grad_noise_scale)
+        if key not in bases:
+            bases[key] = float(model.speed(1, fair, job.grad_noise_scale)[0])
+        base = bases[key]
     else:
         count = min(job.max_gpus, max(job.min_gpus, fair))
         base = float(speeds[count]) if count < len(speeds) else 0.0
@@ -172,7 +183,8 @@ class Search:
         nodes = sum(1 for gpus in snap.index.usable_by_node.values() if gpus)
         self.node_slots = max(nodes, int(self.slots(self.lo).sum()))
         memo = SpeedMemo(snap, adaptive_batch=True)
-        self.speedups = [speedups(memo.table(job), job, snap, empty.free_for(job), len(snap.jobs))[: top + 1]
+        bases: dict[tuple[int, int, float | None], float] = {}
+        self.speedups = [speedups(memo.table(job), job, snap, empty.free_for(job), len(snap.jobs), bases)[: top + 1]
                          for job, top in zip(jobs, self.hi, strict=True)]
         self.flat, self.off = self._costs(snap)
 
