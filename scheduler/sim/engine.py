@@ -375,8 +375,8 @@ class _Engine:
         run.nodes = len({self.node_of[gpu] for gpu in gpus})
         by_node = Counter(self.node_index[self.node_of[gpu]] for gpu in gpus)
         run.placement = tuple(by_node[index] for index in sorted(by_node))
-        run.policy_batch = batch_size
-        run.adaptive = batch_size is not None or run.spec.batch_size is None
+        run.policy_batch = None if run.spec.fixed_batch else batch_size
+        run.adaptive = not run.spec.fixed_batch and (batch_size is not None or run.spec.batch_size is None)
         self._set_rate(run)
 
     def _set_rate(self, run: _Run) -> None:

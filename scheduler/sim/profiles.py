@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from scheduler.core.goodput_fit import (
 )
 
 from .grad_curves import GradCurves
+from .records import WorkloadJob
 from .step_times import StepTimes
 from .traces import TraceError
 
@@ -257,6 +258,28 @@ def artifact_profiles(
         if model is not None:
             result[app]["t4"] = dataclasses.replace(
                 model, max_local_bsz=max(min(model.max_local_bsz, limit), model.min_local_bsz))
+    return result
+
+
+# Jobs the Pollux artifact's simulator pins, by policy and application: (most GPUs, fixed global batch).
+# simulator/simulator.py (petuum/adaptdl@de25dcc): under its PolluxPolicy, ``Cluster.__init__`` gives every
+# ncf job ``target_batch_size = 32768`` (so ``Job.update_local_bsz`` never searches its batch) and
+# ``get_pollux_job_info`` sets ncf's ``max_replicas = 1``.
+ARTIFACT_PINNED_JOBS: dict[str, dict[str, tuple[int, int]]] = {"pollux": {"ncf": (1, 32768)}}
+
+
+def artifact_jobs(jobs: Iterable[WorkloadJob], policy: str) -> list[WorkloadJob]:
+    """``jobs`` with the artifact's pins for ``policy`` (``ARTIFACT_PINNED_JOBS``): a pinned job may use
+    at most that many GPUs and trains at that global batch whatever the policy proposes."""
+    pins = ARTIFACT_PINNED_JOBS.get(policy, {})
+    result = []
+    for job in jobs:
+        pin = pins.get(job.profile) if job.profile else None
+        if pin is not None:
+            gpus, batch = pin
+            job = dataclasses.replace(job, min_gpus=min(job.min_gpus, gpus), max_gpus=gpus, batch_size=batch,
+                                      fixed_batch=True)
+        result.append(job)
     return result
 
 

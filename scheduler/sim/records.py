@@ -28,8 +28,11 @@ class WorkloadJob:
     profile: str | None = None
     batch_size: int | None = None
     gpu_type: str | None = None
+    fixed_batch: bool = False  # it trains at ``batch_size`` whatever global batch the policy proposes
 
     def __post_init__(self) -> None:
+        if self.fixed_batch and self.batch_size is None:
+            raise ValueError(f"job {self.id}: a fixed batch needs a batch_size")
         if not 1 <= self.min_gpus <= self.max_gpus:
             raise ValueError(f"job {self.id}: need 1 ≤ min_gpus ≤ max_gpus, got {self.min_gpus}..{self.max_gpus}")
         if self.total_work < 0 or self.submit_time < 0:

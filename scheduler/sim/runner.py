@@ -22,7 +22,7 @@ from .engine import ProgressCallback, SimConfig, simulate
 from .metrics import summarise
 from .powerdown import PowerDownConfig
 from .presets import ClusterPreset, NodeGroup, build_nodes, get_preset
-from .profiles import artifact_profiles, load_grad_curves, load_measured_step_times
+from .profiles import artifact_jobs, artifact_profiles, load_grad_curves, load_measured_step_times
 from .records import SimulationResult, WorkloadJob
 from .trace_formats import load_trace
 
@@ -45,7 +45,8 @@ class Scenario:
     # Execute jobs with their measured profiles as the Pollux artifact's simulator does, instead of with the
     # fitted models the policies see: efficiency from the validation curves' gradient statistics by batch and
     # epoch (sim/grad_curves.py), step times from the measured placements (sim/step_times.py), and the artifact's
-    # per-GPU batch limits (profiles.ARTIFACT_MAX_LOCAL_BSZ); read from traces_dir.
+    # per-GPU batch limits (profiles.ARTIFACT_MAX_LOCAL_BSZ) and per-policy job pins (profiles.ARTIFACT_PINNED_JOBS:
+    # ncf on one GPU at a fixed batch under pollux); read from traces_dir.
     measured_profiles: bool = False
     power_down_spares: int | None = None  # switch idle nodes off, keeping this many spare (None: never)
     power_on_seconds: float = 300.0
@@ -132,7 +133,9 @@ def run_scenario(
     curves = load_grad_curves(traces_dir) if scenario.measured_profiles else None
     step_times = load_measured_step_times(traces_dir) if scenario.measured_profiles else None
     profiles = artifact_profiles(FITTED_PROFILES) if scenario.measured_profiles else FITTED_PROFILES
-    result = simulate(workload_for(scenario, elastic), nodes, policy, tenants=tenants, profiles=profiles,
+    jobs = workload_for(scenario, elastic)
+    jobs = artifact_jobs(jobs, scenario.policy) if scenario.measured_profiles else jobs
+    result = simulate(jobs, nodes, policy, tenants=tenants, profiles=profiles,
                       config=config, on_progress=on_progress, grad_curves=curves, step_times=step_times)
     result = dataclasses.replace(result, power_cap_fraction=caps[0], power_caps_by_type=caps[1])
     return result, summarise(result, power).as_dict()

@@ -12,7 +12,7 @@ from scheduler.core.policy import get_policy
 from scheduler.core.types import GpuSlot, NodeInfo
 from scheduler.sim.engine import SimConfig, simulate
 from scheduler.sim.grad_curves import NOISE_CAP, GradCurves
-from scheduler.sim.profiles import read_grad_curves
+from scheduler.sim.profiles import artifact_jobs, read_grad_curves
 from scheduler.sim.records import WorkloadJob
 
 # Batches 1 and 2, two epochs ending at progress 10 and 20. At batch 2: var/sqr = 1 in epoch 0
@@ -66,3 +66,30 @@ def test_curves_are_read_from_the_validation_files(tmp_path: Path) -> None:
     assert list(curves.boundaries) == [4, 9]  # the smallest progress of each epoch over the curves
     assert curves.noise_scale(4, 0) == pytest.approx(4 * 6 / 2)
     assert curves.noise_scale(8, 1) == NOISE_CAP
+
+
+def test_a_fixed_batch_job_trains_at_it_whatever_the_policy_proposes() -> None:
+    # Pollux proposes the goodput-best batch, 1 (1 unit/s): 20 s. Fixed at batch 2, as the artifact pins ncf:
+    # epoch 0 at efficiency 2/3 (15 s), epoch 1 at 1 (10 s), 25 s.
+    nodes = (NodeInfo("n0", "t4", (GpuSlot("g0"),)),)
+    profiles = {"app": {"t4": MODEL}}
+
+    def finish(fixed: bool) -> float | None:
+        job = WorkloadJob("a", 0.0, "t", 1, 1, 20.0, profile="app", batch_size=2, fixed_batch=fixed)
+        result = simulate([job], nodes, get_policy("pollux"), profiles=profiles, config=SimConfig(round_seconds=1),
+                          grad_curves={"app": CURVES})
+        return result.jobs[0].finish_time
+
+    assert finish(True) == pytest.approx(25.0)
+    assert finish(False) == pytest.approx(20.0)
+    with pytest.raises(ValueError, match="fixed batch"):
+        WorkloadJob("b", 0.0, "t", 1, 1, 1.0, profile="app", fixed_batch=True)
+
+
+def test_the_artifact_pins_ncf_to_one_gpu_and_its_batch_under_pollux_only() -> None:
+    jobs = [WorkloadJob("n", 0.0, "t", 1, 64, 5.0, profile="ncf", batch_size=256),
+            WorkloadJob("c", 0.0, "t", 1, 64, 5.0, profile="cifar10", batch_size=2048)]
+    ncf, cifar = artifact_jobs(jobs, "pollux")
+    assert (ncf.min_gpus, ncf.max_gpus, ncf.batch_size, ncf.fixed_batch) == (1, 1, 32768, True)
+    assert cifar == jobs[1]
+    assert artifact_jobs(jobs, "tiresias") == jobs

@@ -92,14 +92,14 @@ POLLUX = settings.TRACES_DIR / "pollux"
 def test_regression_against_the_pollux_authors_on_one_workload() -> None:
     """Workload 6 at 1.0× load: published avg JCT pollux 2,446 s, tiresias 3,470 s, optimus 5,302 s.
 
-    Tiresias and Optimus stay within 15 % and the published ordering holds. Our Pollux runs
-    within 20 % of the published one but not below it (README: validation).
+    All three stay within 10 % of the published figures (the issue asks 15 % of Tiresias and Optimus) and the
+    published ordering holds. Speed is the benchmark's business (``validate_pollux`` prints each run's wall time),
+    not a test's: a busy machine must not fail the suite.
     """
     from scheduler.sim.validation import Case, run_case
 
     results = {p: run_case(Case(p, "1.0", 6), settings.TRACES_DIR) for p in ("pollux", "tiresias", "optimus")}
-    for policy, tolerance in (("tiresias", 0.15), ("optimus", 0.15), ("pollux", 0.20)):
-        assert results[policy].ours_avg_jct_s == pytest.approx(results[policy].theirs_avg_jct_s, rel=tolerance)
+    for policy in ("tiresias", "optimus", "pollux"):
+        assert results[policy].ours_avg_jct_s == pytest.approx(results[policy].theirs_avg_jct_s, rel=0.10), policy
     ours = [results[p].ours_avg_jct_s for p in ("pollux", "tiresias", "optimus")]
     assert ours == sorted(ours), "the published ordering pollux < tiresias < optimus"
-    assert results["pollux"].wall_s < 10
