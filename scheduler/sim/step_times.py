@@ -43,6 +43,8 @@ def placement_id(placement: Sequence[int]) -> int:
     counts = tuple(count for count in placement if count)
     if not counts:
         raise ValueError("a placement needs at least one GPU")
+    if max(counts) > 9:  # one digit per node: the artifact measured nodes of at most 4 GPUs
+        raise ValueError(f"placement {placement}: measured step times name nodes of at most 9 GPUs")
     smallest = min(counts[i:] + counts[:i] for i in range(len(counts)))
     return int("".join(map(str, smallest)))
 

@@ -37,6 +37,8 @@ def test_placements_are_named_by_their_smallest_rotation() -> None:
     assert placement_id((2, 1, 3)) == 132  # rotations 213, 132, 321
     with pytest.raises(ValueError):
         placement_id((0, 0))
+    with pytest.raises(ValueError, match="at most 9 GPUs"):
+        placement_id((16,))  # would read as nodes of 1 and 6 GPUs
 
 
 def test_a_measured_placement_is_interpolated_in_the_per_gpu_batch() -> None:
