@@ -7,7 +7,6 @@ half-written. Verbs that find the job already in the target state return early.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from . import bounds
 from .core.gpu_types import gpu_type_key
 from .models import (
     ACTIVE_STATES,
@@ -95,13 +95,14 @@ def new_job(
 
 
 def _validate_new_job(job: Job) -> None:
-    """Field checks, then the table's constraints except the client key's.
+    """Field checks, then the table's constraints except the client key's, then whether it fits the inventory.
 
     The check constraints the table enforces are checked first by hand, so that their errors name the field
     rather than the whole row.
     """
     problems = {
-        "total_work": (not 0 <= job.total_work < math.inf, "Total work must be a finite number ≥ 0."),
+        "total_work": (not 0 <= job.total_work <= bounds.MAX_TOTAL_WORK,
+                       f"Total work must be a finite number between 0 and {bounds.MAX_TOTAL_WORK:g}."),
         "min_gpus": (job.min_gpus < 1, "A job needs at least one GPU (min GPUs ≥ 1)."),
         "max_gpus": (job.max_gpus < job.min_gpus, "Max GPUs must be at least min GPUs."),
     }
@@ -110,6 +111,33 @@ def _validate_new_job(job: Job) -> None:
         raise ValidationError(errors)
     job.full_clean(validate_constraints=False)
     job.validate_constraints(exclude={"client_key"})
+    check_fits_inventory(job.gpu_type, job.min_gpus)
+
+
+def inventory_capacity() -> Counter[str]:
+    """Whole GPUs by type (``gpu_type_key``) in the inventory, whatever their health: what a job could ever get.
+
+    MIG instances and GPUs split into them are left out, as the round leaves them out.
+    """
+    rows = list(Gpu.objects.values_list("uuid", "model", "mig_parent_uuid"))
+    split = {parent for _, _, parent in rows if parent}
+    return Counter(gpu_type_key(model) for uuid, model, parent in rows if not parent and uuid not in split)
+
+
+def check_fits_inventory(gpu_type: str, min_gpus: int) -> None:
+    """``ValidationError`` naming the field when a job could never run here: a GPU type the inventory does not
+    have, or more GPUs of one type than exist (a job never spans types). An empty inventory (nodes not registered
+    yet) refuses nothing: the job waits for them, and says why."""
+    capacity = inventory_capacity()
+    if not capacity:
+        return
+    has = ", ".join(f"{kind}: {count}" for kind, count in sorted(capacity.items()))
+    if gpu_type and gpu_type not in capacity:
+        raise ValidationError({"gpu_type": f"No {gpu_type} GPUs in the inventory; it has {has}."})
+    most = capacity[gpu_type] if gpu_type else max(capacity.values())
+    if min_gpus > most:
+        where = f"{gpu_type} GPUs" if gpu_type else "GPUs of one type"
+        raise ValidationError({"min_gpus": f"Needs at least {min_gpus} {where}; the inventory has {has}."})
 
 
 def cancel_job(job: Job, *, actor: Actor = None, reason: str = "cancelled by operator") -> Job:
@@ -166,6 +194,7 @@ def set_gpu_bounds(job: Job, min_gpus: int, max_gpus: int, *, actor: Actor = Non
         reason = f"GPU bounds {job.min_gpus}..{job.max_gpus} → {min_gpus}..{max_gpus}"
         job.min_gpus, job.max_gpus = min_gpus, max_gpus
         job.full_clean()
+        check_fits_inventory(job.gpu_type, min_gpus)
         job.save(update_fields=["min_gpus", "max_gpus"])
         _record_settings_change(job, reason, actor)
     return job

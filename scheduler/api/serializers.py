@@ -10,6 +10,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from .. import bounds
+from ..bounds import PRIORITY_RANGE
 from ..core.fitted_profiles import FITTED_PROFILES
 from ..models import Job, Tenant
 
@@ -23,13 +25,28 @@ CHANGEABLE = ("min_gpus", "max_gpus", "priority")
 
 
 class FiniteFloatField(serializers.FloatField):
-    """A float that is a real number: "nan" and "inf" are refused, not stored."""
+    """A float that is a real number: "nan", "inf" and booleans are refused, not stored."""
 
     def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool):
+            self.fail("invalid")
         value = super().to_internal_value(data)
         if not math.isfinite(value):
             self.fail("invalid")
         return value
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer that is not a boolean (``true`` is not 1 GPU)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def _gpus(**options: Any) -> StrictIntegerField:
+    return StrictIntegerField(min_value=1, max_value=bounds.MAX_GPUS, **options)
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -64,15 +81,18 @@ class JobSubmitSerializer(serializers.Serializer):
     tenant = MemberTenantField(
         slug_field="name", error_messages={"does_not_exist": "No tenant {slug_name}={value} that you are a member of."}
     )
-    name = serializers.CharField(max_length=200)
+    name = serializers.CharField(max_length=bounds.MAX_NAME_LENGTH)
     workload_profile = serializers.ChoiceField(choices=sorted(FITTED_PROFILES))
-    total_work = FiniteFloatField(min_value=0)
-    min_gpus = serializers.IntegerField(min_value=1, default=1)
-    max_gpus = serializers.IntegerField(min_value=1, required=False, help_text="default: min_gpus (rigid)")
-    priority = serializers.IntegerField(default=0)
-    gpu_type = serializers.CharField(max_length=20, required=False, allow_blank=True, default="")
-    batch_size = serializers.IntegerField(min_value=1, required=False, allow_null=True, default=None)
-    command = serializers.CharField(required=False, allow_blank=True, default="")
+    total_work = FiniteFloatField(min_value=0, max_value=bounds.MAX_TOTAL_WORK)
+    min_gpus = _gpus(default=1, help_text="must fit the inventory: at most the GPUs of one type (of gpu_type)")
+    max_gpus = _gpus(required=False, help_text="default: min_gpus (rigid)")
+    priority = StrictIntegerField(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], default=0)
+    gpu_type = serializers.CharField(max_length=20, required=False, allow_blank=True, default="",
+                                     help_text="a type the inventory has (a100, v100, …); empty: any")
+    batch_size = StrictIntegerField(min_value=1, max_value=bounds.MAX_BATCH_SIZE, required=False, allow_null=True,
+                                    default=None)
+    command = serializers.CharField(max_length=bounds.MAX_COMMAND_LENGTH, required=False, allow_blank=True,
+                                    default="")
     client_key = serializers.CharField(
         max_length=255, required=False, allow_blank=True, default="",
         help_text="idempotency key; the Idempotency-Key header does the same",
@@ -82,9 +102,9 @@ class JobSubmitSerializer(serializers.Serializer):
 class JobChangeSerializer(serializers.Serializer):
     """What a PATCH may change; any other field is refused by name."""
 
-    min_gpus = serializers.IntegerField(min_value=1, required=False)
-    max_gpus = serializers.IntegerField(min_value=1, required=False)
-    priority = serializers.IntegerField(required=False)
+    min_gpus = _gpus(required=False)
+    max_gpus = _gpus(required=False)
+    priority = StrictIntegerField(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], required=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         others = sorted(set(self.initial_data) - set(CHANGEABLE))
@@ -106,13 +126,17 @@ class ReportSerializer(serializers.Serializer):
     """One report from a running job's workers. ``throughput`` may be left out when ``step_seconds`` is given:
     it is then ``batch_size / step_seconds``."""
 
-    progress = FiniteFloatField(min_value=0, help_text="work done so far, in the profile's units")
-    throughput = FiniteFloatField(min_value=0, required=False, help_text="samples per second")
-    step_seconds = FiniteFloatField(min_value=0, required=False, help_text="seconds per optimiser step")
-    batch_size = serializers.IntegerField(min_value=1, help_text="global batch size")
-    gpus = serializers.IntegerField(min_value=1)
-    nodes = serializers.IntegerField(min_value=1, default=1)
-    grad_noise_scale = FiniteFloatField(min_value=0, required=False, allow_null=True, default=None)
+    progress = FiniteFloatField(min_value=0, max_value=bounds.MAX_TOTAL_WORK,
+                                help_text="work done so far, in the profile's units; at most the job's total work")
+    throughput = FiniteFloatField(min_value=0, max_value=bounds.MAX_THROUGHPUT, required=False,
+                                  help_text="samples per second")
+    step_seconds = FiniteFloatField(min_value=bounds.MIN_STEP_SECONDS, max_value=bounds.MAX_STEP_SECONDS,
+                                    required=False, help_text="seconds per optimiser step")
+    batch_size = StrictIntegerField(min_value=1, max_value=bounds.MAX_BATCH_SIZE, help_text="global batch size")
+    gpus = _gpus(help_text="at most the GPUs the job holds now")
+    nodes = _gpus(default=1)
+    grad_noise_scale = FiniteFloatField(min_value=0, max_value=bounds.MAX_GRAD_NOISE_SCALE, required=False,
+                                        allow_null=True, default=None)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs["nodes"] > attrs["gpus"]:
@@ -122,6 +146,9 @@ class ReportSerializer(serializers.Serializer):
             if not step_seconds:
                 raise serializers.ValidationError({"throughput": "Give throughput, or step_seconds > 0."})
             attrs["throughput"] = attrs["batch_size"] / step_seconds
+            if attrs["throughput"] > bounds.MAX_THROUGHPUT:
+                raise serializers.ValidationError(
+                    {"step_seconds": f"batch_size / step_seconds is over {bounds.MAX_THROUGHPUT:g} samples/s."})
         return attrs
 
 

@@ -71,7 +71,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(
         request=JobSubmitSerializer,
-        responses={201: SubmittedJobSerializer, 200: SubmittedJobSerializer},
+        responses={201: SubmittedJobSerializer, 200: SubmittedJobSerializer, 409: OpenApiTypes.OBJECT},
         parameters=[OpenApiParameter(IDEMPOTENCY_HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER,
                                      description="a retry with the same key returns the stored job (200)")],
     )
@@ -80,7 +80,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         form = JobSubmitSerializer(data=request.data, context={"request": request})
         form.is_valid(raise_exception=True)
         fields = {**form.validated_data, "client_key": _client_key(request, form.validated_data["client_key"])}
-        job, created = intake.submit_job_once(**fields, owner=request.user)
+        try:
+            job, created = intake.submit_job_once(**fields, owner=request.user)
+        except intake.IdempotencyConflict as conflict:
+            return Response({"client_key": [str(conflict)]}, status=status.HTTP_409_CONFLICT)
         answer = status.HTTP_201_CREATED if created else status.HTTP_200_OK
         return Response(SubmittedJobSerializer(job).data, status=answer)
 
@@ -130,7 +133,8 @@ class JobReportView(generics.GenericAPIView):
     serializer_class = ReportSerializer
 
     @extend_schema(
-        auth=[], responses={201: ReportAcceptedSerializer, 403: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        auth=[], responses={201: ReportAcceptedSerializer, 400: OpenApiTypes.OBJECT, 403: OpenApiTypes.OBJECT,
+                            409: OpenApiTypes.OBJECT},
         parameters=[OpenApiParameter(JOB_TOKEN_HEADER, OpenApiTypes.STR, OpenApiParameter.HEADER, required=True,
                                      description="the report token given when the job was submitted")],
     )
@@ -142,6 +146,8 @@ class JobReportView(generics.GenericAPIView):
             job = intake.record_report(job, **report.validated_data)
         except intake.JobNotRunning as refused:
             return Response({"state": [str(refused)]}, status=status.HTTP_409_CONFLICT)
+        except intake.ReportContradicted as refused:
+            return Response({refused.field: [str(refused)]}, status=status.HTTP_400_BAD_REQUEST)
         _refit(job)
         answer: BaseSerializer = ReportAcceptedSerializer(
             {"id": job.pk, "progress": job.progress, "fitted": job.fitted_model is not None}

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from .. import bounds
 from .audit import SchedulingRound
 from .queue import Job
 
@@ -16,12 +17,18 @@ class JobReport(models.Model):
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="reports")
     at = models.DateTimeField()
-    progress = models.FloatField(validators=[MinValueValidator(0.0)])
-    throughput = models.FloatField(validators=[MinValueValidator(0.0)], help_text="samples/s")
-    batch_size = models.PositiveIntegerField()
-    gpus = models.PositiveIntegerField(help_text="GPUs it ran on when it measured")
-    nodes = models.PositiveIntegerField(default=1)
-    grad_noise_scale = models.FloatField(null=True, blank=True)
+    progress = models.FloatField(validators=[MinValueValidator(0.0), MaxValueValidator(bounds.MAX_TOTAL_WORK)])
+    throughput = models.FloatField(
+        validators=[MinValueValidator(0.0), MaxValueValidator(bounds.MAX_THROUGHPUT)], help_text="samples/s"
+    )
+    batch_size = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_BATCH_SIZE)])
+    gpus = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_GPUS)], help_text="GPUs it ran on when it measured"
+    )
+    nodes = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_GPUS)])
+    grad_noise_scale = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(bounds.MAX_GRAD_NOISE_SCALE)]
+    )
 
     class Meta:
         ordering = ["-at", "-id"]
@@ -29,6 +36,10 @@ class JobReport(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(progress__gte=0) & Q(throughput__gte=0), name="jobreport_non_negative"
+            ),
+            models.CheckConstraint(
+                condition=Q(progress__lte=bounds.MAX_TOTAL_WORK) & Q(throughput__lte=bounds.MAX_THROUGHPUT),
+                name="jobreport_bounded",
             ),
         ]
 

@@ -11,9 +11,11 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q
+
+from .. import bounds
 
 
 class TenantQuerySet(models.QuerySet["Tenant"]):
@@ -154,10 +156,16 @@ class Job(models.Model):
     workload_profile = models.CharField(
         max_length=100, help_text="throughput profile the goodput model uses, e.g. resnet18-cifar10"
     )
-    total_work = models.FloatField(help_text="work to completion, in the profile's units (samples)")
-    min_gpus = models.PositiveIntegerField(default=1)
-    max_gpus = models.PositiveIntegerField(default=1)
-    priority = models.IntegerField(default=0, help_text="higher runs first where a policy honours it")
+    total_work = models.FloatField(
+        validators=[MaxValueValidator(bounds.MAX_TOTAL_WORK)],  # ≥ 0: the check constraint, with its message
+        help_text="work to completion, in the profile's units (samples)",
+    )
+    min_gpus = models.PositiveIntegerField(default=1, validators=[MaxValueValidator(bounds.MAX_GPUS)])
+    max_gpus = models.PositiveIntegerField(default=1, validators=[MaxValueValidator(bounds.MAX_GPUS)])
+    priority = models.IntegerField(
+        default=0, validators=[MinValueValidator(bounds.PRIORITY_RANGE[0]), MaxValueValidator(bounds.PRIORITY_RANGE[1])],
+        help_text="higher runs first where a policy honours it",
+    )
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.PENDING)
     submitted_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
@@ -170,10 +178,13 @@ class Job(models.Model):
     last_reported_at = models.DateTimeField(null=True, blank=True)
     gpu_type = models.CharField(max_length=20, blank=True, help_text="GPU type it needs (a100, v100, …); empty: any")
     batch_size = models.PositiveIntegerField(
-        null=True, blank=True, validators=[MinValueValidator(1)],
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_BATCH_SIZE)],
         help_text="global batch size asked for; empty lets the scheduler tune it",
     )
-    command = models.TextField(blank=True, help_text="command line the local executor runs for each worker")
+    command = models.TextField(
+        blank=True, validators=[MaxLengthValidator(bounds.MAX_COMMAND_LENGTH)],
+        help_text="command line the local executor runs for each worker",
+    )
     pending_reason = models.CharField(max_length=255, blank=True, help_text="why the last round left it waiting")
     error = models.TextField(blank=True, help_text="why it failed")
     # The round bumps ``generation`` whenever the job's GPUs change; the executor sets
@@ -197,6 +208,10 @@ class Job(models.Model):
         max_length=255, blank=True, default="",
         help_text="the submitting client's idempotency key: a retried submission returns this job",
     )
+    submission_digest = models.CharField(
+        max_length=64, blank=True, default="", editable=False,
+        help_text="hash of what was submitted under the client key: the same key with another body is refused",
+    )
 
     objects = JobQuerySet.as_manager()
 
@@ -217,6 +232,14 @@ class Job(models.Model):
                 violation_error_message="Total work cannot be negative.",
             ),
             models.CheckConstraint(condition=Q(progress__gte=0), name="job_progress_non_negative"),
+            models.CheckConstraint(
+                condition=Q(total_work__lte=bounds.MAX_TOTAL_WORK) & Q(progress__lte=bounds.MAX_TOTAL_WORK),
+                name="job_work_bounded",
+            ),
+            models.CheckConstraint(  # an infinite throughput once made every job list unrenderable as JSON
+                condition=Q(last_throughput__isnull=True) | Q(last_throughput__lte=bounds.MAX_THROUGHPUT),
+                name="job_last_throughput_bounded",
+            ),
             models.CheckConstraint(
                 condition=Q(attained_gpu_seconds__gte=0), name="job_attained_gpu_seconds_non_negative"
             ),

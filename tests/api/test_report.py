@@ -8,15 +8,26 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from scheduler.core.fitted_profiles import FITTED_PROFILES
-from scheduler.models import Job, JobReport, JobState
+from scheduler import services
+from scheduler.models import Allocation, Job, JobReport, JobState
 from scheduler.refit import job_models
 from scheduler.rounds import build_snapshot
 
 
 @pytest.fixture
 def running(job: Job) -> Job:
-    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, gpu_type="a100")
+    """``job`` running on 8 A100s over two nodes (a report may claim at most the GPUs the job holds)."""
+    hold_gpus(job, nodes=2, per_node=4)
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, gpu_type="a100", max_gpus=8)
     return Job.objects.get(pk=job.pk)
+
+
+def hold_gpus(job: Job, nodes: int, per_node: int) -> None:
+    for n in range(nodes):
+        specs = [services.GpuSpec(i, f"GPU-r{n}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(per_node)]
+        node = services.register_node(f"report-node{n}", specs)
+        Allocation.objects.bulk_create(Allocation(job=job, gpu=gpu, started_at=timezone.now())
+                                       for gpu in node.gpus.all())
 
 
 def report(job: Job, token: str | None = None, **fields: object):  # type: ignore[no-untyped-def]

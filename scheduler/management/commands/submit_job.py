@@ -3,7 +3,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler.intake import submit_job_once
+from scheduler.intake import IdempotencyConflict, submit_job_once
 
 
 class Command(BaseCommand):
@@ -32,6 +32,8 @@ class Command(BaseCommand):
             )
         except ValidationError as error:
             raise CommandError(explained(error)) from None
+        except IdempotencyConflict as conflict:
+            raise CommandError(f"--idempotency-key: {conflict}") from None
         verb = "submitted" if created else "already submitted with this key"
         self.stdout.write(f"job {job.pk} {verb}\nreport token: {job.report_token}")
 
