@@ -21,11 +21,16 @@ class JobReport(models.Model):
     throughput = models.FloatField(
         validators=[MinValueValidator(0.0), MaxValueValidator(bounds.MAX_THROUGHPUT)], help_text="samples/s"
     )
-    batch_size = models.PositiveIntegerField(validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_BATCH_SIZE)])
-    gpus = models.PositiveIntegerField(
-        validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_GPUS)], help_text="GPUs it ran on when it measured"
+    batch_size = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_BATCH_SIZE)]
     )
-    nodes = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_GPUS)])
+    gpus = models.PositiveIntegerField(
+        validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_GPUS)],
+        help_text="GPUs it ran on when it measured",
+    )
+    nodes = models.PositiveIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_GPUS)]
+    )
     grad_noise_scale = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(bounds.MAX_GRAD_NOISE_SCALE)]
     )

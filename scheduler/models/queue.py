@@ -163,7 +163,8 @@ class Job(models.Model):
     min_gpus = models.PositiveIntegerField(default=1, validators=[MaxValueValidator(bounds.MAX_GPUS)])
     max_gpus = models.PositiveIntegerField(default=1, validators=[MaxValueValidator(bounds.MAX_GPUS)])
     priority = models.IntegerField(
-        default=0, validators=[MinValueValidator(bounds.PRIORITY_RANGE[0]), MaxValueValidator(bounds.PRIORITY_RANGE[1])],
+        default=0,
+        validators=[MinValueValidator(bounds.PRIORITY_RANGE[0]), MaxValueValidator(bounds.PRIORITY_RANGE[1])],
         help_text="higher runs first where a policy honours it",
     )
     state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.PENDING)

@@ -7,8 +7,8 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler import services
+from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.models import Allocation, Job, JobReport, JobState
 from scheduler.refit import job_models
 from scheduler.rounds import build_snapshot
