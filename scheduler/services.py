@@ -115,13 +115,10 @@ def _validate_new_job(job: Job) -> None:
 
 
 def inventory_capacity() -> Counter[str]:
-    """Whole GPUs by type (``gpu_type_key``) in the inventory, whatever their health: what a job could ever get.
-
-    MIG instances and GPUs split into them are left out, as the round leaves them out.
-    """
-    rows = list(Gpu.objects.values_list("uuid", "model", "mig_parent_uuid"))
-    split = {parent for _, _, parent in rows if parent}
-    return Counter(gpu_type_key(model) for uuid, model, parent in rows if not parent and uuid not in split)
+    """Physical GPUs by type (``gpu_type_key``) in the inventory, whatever their health or MIG mode: what a job
+    could ever get (a lost GPU may come back, a MIG-split one be made whole). MIG instances are not counted."""
+    models = Gpu.objects.filter(mig_parent_uuid="").values_list("model", flat=True)
+    return Counter(gpu_type_key(model) for model in models)
 
 
 def check_fits_inventory(gpu_type: str, min_gpus: int) -> None:

@@ -2,8 +2,8 @@
 power-down, another policy or load, against the live baseline, through the simulator on Celery; then the trade-off
 of energy, CO₂ and cost against average and p99 JCT, overall and per tenant. Past sweeps stay to compare.
 
-Data, scenarios and the launch: ``energy_data``. Only staff start what-ifs; everyone sees past ones, with the
-per-tenant figures of their own tenants.
+Data, scenarios and the launch: the what-if domain (``scheduler.whatif``: ``history``, ``views``). Only staff start
+what-ifs; everyone sees past ones, with the per-tenant figures of their own tenants and no error texts.
 """
 
 from __future__ import annotations
@@ -20,26 +20,21 @@ from django.utils import timezone
 
 from scheduler.rounds import scheduler_settings
 from scheduler.sim.presets import PRESET_LOADERS
+from scheduler.whatif.history import HISTORY, LIVE_CLUSTER, Choices, cluster_gpu_types, policy_options, start_whatif
+from scheduler.whatif.traces import trace_files
+from scheduler.whatif.views import (
+    SweepView,
+    past_sweeps,
+    sweep_view,
+    tenant_energy,
+    tenant_times,
+    trade_off,
+    visible_tenant_names,
+)
 from telemetry.power import DEFAULT_GRID_G_CO2_PER_KWH, DEFAULT_PRICE_PER_KWH, DEFAULT_PUE, DEFAULT_SPECS
 
 from . import common
 from .common import COLOURS
-from .energy_data import (
-    HISTORY,
-    LIVE_CLUSTER,
-    Choices,
-    SweepView,
-    cluster_gpu_types,
-    past_sweeps,
-    policy_options,
-    start_whatif,
-    sweep_view,
-    tenant_energy,
-    tenant_times,
-    trace_files,
-    trade_off,
-    visible_tenant_names,
-)
 
 Viewer = User | AnonymousUser
 TICK_MS = 1000
@@ -206,7 +201,7 @@ def run_or_list(clicks: int | None, _: int, *values: Any, user: Viewer, **__: ob
                Output("energy-tenant-energy", "figure"), Output("energy-past", "children")],
               Input("energy-sweep", "value"), Input("energy-tick", "n_intervals"))
 def show(sweep_id: Any, _: int | None, *, user: Viewer, **__: object) -> tuple[Any, ...]:
-    view = sweep_view(int(sweep_id)) if sweep_id not in (None, "") else None
+    view = sweep_view(int(sweep_id), user) if sweep_id not in (None, "") else None
     past = past_table()
     if view is None:
         empty = common.empty_figure(NO_RUN)

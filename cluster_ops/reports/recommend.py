@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from cluster_ops.dashboards.energy_data import trade_off
 from scheduler.models import WhatIfRun, WhatIfStatus
+from scheduler.whatif.views import trade_off
 from telemetry.queries import JobIdle
 
 if TYPE_CHECKING:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import PurePath
-
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
@@ -18,6 +16,8 @@ from ..models import (
     WhatIfStatus,
     WhatIfSweep,
 )
+from ..sim.catalogue import BY_KEY
+from ..whatif.traces import display_name
 from .common import ReadOnlyInline, badge
 
 WHATIF_COLOURS: dict[str, str] = {
@@ -34,10 +34,16 @@ def readable(value: object) -> str:
 
 
 def key_value_table(data: dict | None) -> str:
+    """A scenario's or summary's fields, each summary figure under its catalogue label and unit."""
     if not data:
         return "–"
-    rows = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", ((k, readable(v)) for k, v in data.items()))
+    rows = format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", ((_label(k), readable(v)) for k, v in data.items()))
     return format_html("<table>{}</table>", rows)
+
+
+def _label(key: str) -> str:
+    known = BY_KEY.get(key)
+    return key if known is None else f"{known.label} ({known.unit})" if known.unit else known.label
 
 
 def comparison_table(comparison: dict | None) -> str:
@@ -45,7 +51,7 @@ def comparison_table(comparison: dict | None) -> str:
     if not comparison:
         return "– (filled when every run has finished)"
     columns = ["run", "status", *comparison["parameters"], *comparison["metrics"]]
-    head = format_html_join("", "<th>{}</th>", ((column,) for column in columns))
+    head = format_html_join("", "<th>{}</th>", ((_label(column),) for column in columns))
     body = format_html_join("", "<tr>{}</tr>", (
         (format_html_join("", "<td>{}</td>", ((readable(row[column]),) for column in columns)),)
         for row in comparison["rows"]
@@ -95,7 +101,7 @@ class WhatIfRunAdmin(ReadOnlyResultsAdmin):
 
     @admin.display(description="trace")
     def trace(self, run: WhatIfRun) -> str:
-        return PurePath(str(run.scenario.get("trace", ""))).name
+        return display_name(str(run.scenario.get("trace", "")))
 
     @admin.display(description="progress", ordering="progress")
     def progress_pct(self, run: WhatIfRun) -> str:

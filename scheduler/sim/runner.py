@@ -7,8 +7,6 @@ validation against published results. Pure: no Django; files are read from the p
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ from scheduler.core.cycle import CycleConfig
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.policy import get_policy
 from scheduler.core.types import NodeInfo, TenantInfo
-from telemetry.power import DEFAULT_GRID_G_CO2_PER_KWH, DEFAULT_PRICE_PER_KWH, DEFAULT_PUE, PowerModel
+from telemetry.power import PowerModel
 
 from .engine import ProgressCallback, SimConfig, simulate
 from .metrics import summarise
@@ -24,70 +22,10 @@ from .powerdown import PowerDownConfig
 from .presets import ClusterPreset, NodeGroup, build_nodes, get_preset
 from .profiles import artifact_jobs, artifact_profiles, load_grad_curves, load_measured_step_times
 from .records import SimulationResult, WorkloadJob
+from .scenario import Scenario, ScenarioError
 from .trace_formats import load_trace
 
-
-@dataclass(frozen=True)
-class Scenario:
-    """Everything that defines one what-if run; JSON-friendly so it can be stored and replayed."""
-
-    trace: str  # path of the trace file
-    policy: str = "pollux"
-    format: str = "auto"
-    elastic: bool | None = None  # None: elastic for elastic policies, rigid replay otherwise
-    preset: str | None = None  # a cluster preset (presets.py), else nodes × gpus_per_node of gpu_type
-    nodes: int = 16
-    gpus_per_node: int = 4
-    gpu_type: str = "t4"
-    round_seconds: float = 60.0
-    restart_seconds: float = 30.0
-    charge_first_start: bool = False
-    # Execute jobs with their measured profiles as the Pollux artifact's simulator does, instead of with the
-    # fitted models the policies see: efficiency from the validation curves' gradient statistics by batch and
-    # epoch (sim/grad_curves.py), step times from the measured placements (sim/step_times.py), and the artifact's
-    # per-GPU batch limits (profiles.ARTIFACT_MAX_LOCAL_BSZ) and per-policy job pins (profiles.ARTIFACT_PINNED_JOBS:
-    # ncf on one GPU at a fixed batch under pollux); read from traces_dir.
-    measured_profiles: bool = False
-    power_down_spares: int | None = None  # switch idle nodes off, keeping this many spare (None: never)
-    power_on_seconds: float = 300.0
-    min_off_seconds: float = 600.0
-    power_cap_fraction: float = 1.0  # every GPU type's cap, as a fraction of its board power ...
-    power_caps_by_type: Mapping[str, float] = field(default_factory=dict)  # ... unless its type has one here
-    load_factor: float = 1.0  # 2.0 = the same jobs arriving twice as fast
-    seed: int = 0
-    max_jobs: int | None = None  # the first N jobs only
-    policy_config: Mapping[str, Any] = field(default_factory=dict)
-    # A mixed cluster (e.g. the live inventory): (gpu_type, gpus_per_node, nodes) groups, instead of preset or
-    # nodes × gpus_per_node of gpu_type; and the tenants' quotas (GPUs guaranteed), which override a preset's.
-    node_groups: Sequence[Sequence[Any]] = ()
-    tenant_quotas: Mapping[str, int] = field(default_factory=dict)
-    # What a kWh of GPU energy costs (telemetry.power.PowerModel): facility overhead, grid CO₂, price.
-    pue: float = DEFAULT_PUE
-    grid_g_co2_per_kwh: float = DEFAULT_GRID_G_CO2_PER_KWH
-    price_per_kwh: float = DEFAULT_PRICE_PER_KWH
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1 or self.gpus_per_node < 1:
-            raise ValueError("nodes and gpus_per_node must be ≥ 1")
-        if self.load_factor <= 0:
-            raise ValueError(f"load_factor must be > 0, got {self.load_factor}")
-
-    def as_dict(self) -> dict[str, Any]:
-        # Copies as plain JSON types; a malformed field is left as it is for validation to name.
-        return {
-            **dataclasses.asdict(self), "policy_config": _plain(self.policy_config),
-            "node_groups": [list(group) for group in self.node_groups], "tenant_quotas": _plain(self.tenant_quotas),
-            "power_caps_by_type": _plain(self.power_caps_by_type),
-        }
-
-    def power_model(self) -> PowerModel:
-        """The default GPU power specs under this scenario's caps, PUE, grid intensity and price."""
-        return PowerModel(cap_fraction=self.power_cap_fraction, type_caps=dict(self.power_caps_by_type), pue=self.pue,
-                          grid_g_co2_per_kwh=self.grid_g_co2_per_kwh, price_per_kwh=self.price_per_kwh)
-
-
-def _plain(value: Any) -> Any:
-    return dict(value) if isinstance(value, Mapping) else value
+__all__ = ["Scenario", "ScenarioError", "cluster_for", "run_scenario", "workload_for"]
 
 
 def cluster_for(scenario: Scenario, traces_dir: Path) -> tuple[tuple[NodeInfo, ...], tuple[TenantInfo, ...]]:

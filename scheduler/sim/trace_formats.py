@@ -30,6 +30,8 @@ import csv
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
+from scheduler.bounds import MAX_BATCH_SIZE, MAX_GPUS, MAX_TOTAL_WORK
+
 from .records import WorkloadJob
 from .traces import (
     ITP_COLUMNS,
@@ -45,6 +47,7 @@ from .traces import (
     load_philly,
     load_pollux_workload,
     load_sia_workload,
+    reading_trace,
 )
 from .workload import DEFAULT_MAX_GPUS_FACTOR, DEFAULT_TENANT, to_workload
 
@@ -66,6 +69,7 @@ SIGNATURES: tuple[tuple[str, frozenset[str]], ...] = (
 FORMATS = ("auto", "native", *TRACE_LOADERS)
 
 
+@reading_trace
 def detect_format(path: Path) -> str:
     """The format of a trace file, from its header; ``TraceError`` naming the header when unknown."""
     with path.open(newline="") as handle:
@@ -74,9 +78,10 @@ def detect_format(path: Path) -> str:
         if columns <= set(header):
             return name
     known = "; ".join(f"{name}: {','.join(sorted(columns))}" for name, columns in SIGNATURES)
-    raise TraceError(path, 1, "(header)", f"unknown trace format; the header is {header}; known formats need {known}")
+    raise TraceError(path, 1, "(header)", f"unknown trace format; known formats need {known}")
 
 
+@reading_trace
 def load_trace_jobs(path: Path, format: str = "auto") -> list[TraceJob]:
     """The jobs of a public trace (any format but native) as the trace gives them."""
     name = detect_format(path) if format == "auto" else format
@@ -87,6 +92,7 @@ def load_trace_jobs(path: Path, format: str = "auto") -> list[TraceJob]:
     return TRACE_LOADERS[name](path)
 
 
+@reading_trace
 def load_trace(
     path: Path, format: str = "auto", *, elastic: bool = False, seed: int = 0,
     max_gpus_factor: int = DEFAULT_MAX_GPUS_FACTOR,
@@ -115,14 +121,14 @@ def load_native(path: Path) -> list[WorkloadJob]:
         for line, row in enumerate(reader, start=2):
             jobs.append(_native_row(path, line, row))
             if jobs[-1].id in seen:
-                raise TraceError(path, line, "id", f"duplicate id {jobs[-1].id!r}, first on line {seen[jobs[-1].id]}")
+                raise TraceError(path, line, "id", f"duplicate id, first on line {seen[jobs[-1].id]}")
             seen[jobs[-1].id] = line
     return jobs
 
 
 def _native_row(path: Path, line: int, row: dict[str, str]) -> WorkloadJob:
-    low = _number(path, line, row, "min_gpus", int, minimum=1)
-    high = _optional_number(path, line, row, "max_gpus", int, minimum=low)
+    low = _number(path, line, row, "min_gpus", int, minimum=1, maximum=MAX_GPUS)
+    high = _optional_number(path, line, row, "max_gpus", int, minimum=low, maximum=MAX_GPUS)
     profile = (row.get("profile") or "").strip() or None
     return WorkloadJob(
         id=_text(path, line, row, "id"),
@@ -131,7 +137,7 @@ def _native_row(path: Path, line: int, row: dict[str, str]) -> WorkloadJob:
         min_gpus=low, max_gpus=low if high is None else high,
         total_work=_native_work(path, line, row, profile),
         profile=profile,
-        batch_size=_optional_number(path, line, row, "batch_size", int, minimum=1),
+        batch_size=_optional_number(path, line, row, "batch_size", int, minimum=1, maximum=MAX_BATCH_SIZE),
         gpu_type=(row.get("gpu_type") or "").strip() or None,
     )
 
@@ -142,7 +148,7 @@ def _native_work(path: Path, line: int, row: dict[str, str], profile: str | None
     if (row.get(other) or "").strip():
         kind = f"with profile {profile!r}" if profile else "without a profile"
         raise TraceError(path, line, other, f"must be empty for a job {kind}: give {needed}")
-    work: float = _number(path, line, row, needed, float, minimum=0)
+    work: float = _number(path, line, row, needed, float, minimum=0, maximum=MAX_TOTAL_WORK)
     return work
 
 

@@ -15,18 +15,48 @@ the auto-detecting ``load_trace`` are in ``trace_formats.py``.
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
+import functools
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class TraceError(ValueError):
-    """A trace file that does not have the expected format."""
+    """A trace file that does not have the expected format.
+
+    The message names the file, the line, the column and what was expected, and never quotes the file's contents:
+    what-if errors are stored and shown, and a trace may be any file a user pointed at.
+    """
 
     def __init__(self, path: Path, line: int, column: str, problem: str) -> None:
         super().__init__(f"{path}, line {line}, column {column!r}: {problem}")
         self.path, self.line, self.column = path, line, column
+
+
+MAX_TRACE_BYTES = 512 * 2**20  # the Philly list is 5 MB; larger is not a trace the simulator should hold in memory
+MAX_TRACE_SECONDS = 10 * 365 * 86_400.0  # submission times and durations: ten years of trace at most
+
+
+def reading_trace(load: Callable[..., T]) -> Callable[..., T]:
+    """Wrap a loader taking the trace's path first: a file too large, not UTF-8 text or not CSV is a ``TraceError``."""
+
+    @functools.wraps(load)
+    def guarded(path: Path, *args: Any, **kwargs: Any) -> T:
+        try:
+            if path.stat().st_size > MAX_TRACE_BYTES:
+                raise TraceError(path, 0, "(file)", f"larger than {MAX_TRACE_BYTES // 2**20} MiB")
+            return load(path, *args, **kwargs)
+        except UnicodeDecodeError:
+            raise TraceError(path, 0, "(file)", "not a UTF-8 text file") from None
+        except csv.Error:
+            raise TraceError(path, 0, "(file)", "not a CSV file") from None
+
+    return guarded
 
 
 @dataclass(frozen=True)
@@ -108,7 +138,7 @@ def _philly_time(path: Path, line: int, row: dict[str, str]) -> float:
     except ValueError:
         moment = None
     if moment is None or moment.tzinfo is not None:
-        raise TraceError(path, line, "timestamp", f"expected a local time {PHILLY_TIME_FORMAT}, got {raw!r}")
+        raise TraceError(path, line, "timestamp", f"expected a local time {PHILLY_TIME_FORMAT}")
     return (moment - NAIVE_EPOCH).total_seconds()  # wall-clock arithmetic: no zone, no DST
 
 
@@ -120,7 +150,7 @@ def _philly_row(path: Path, line: int, row: dict[str, str], submit: float) -> Tr
         num_gpus=_number(path, line, row, "num_gpus", int, minimum=1),
         duration=_number(path, line, row, "duration", float, minimum=0),
         tenant=(row.get("cluster") or "").strip() or None,
-        gpu_time=_optional_number(path, line, row, "gpu_time", float),
+        gpu_time=_optional_number(path, line, row, "gpu_time", float, maximum=1e15),
     )
 
 
@@ -178,7 +208,7 @@ def pollux_total_progress(application_dir: Path) -> float:
 def _require_columns(path: Path, found: Sequence[str] | None, expected: tuple[str, ...]) -> None:
     missing = [column for column in expected if column not in (found or [])]
     if missing:
-        raise TraceError(path, 1, missing[0], f"missing column(s) {missing}; header is {found}")
+        raise TraceError(path, 1, missing[0], f"missing column(s) {missing}")
 
 
 def _text(path: Path, line: int, row: dict[str, str], column: str) -> str:
@@ -188,20 +218,26 @@ def _text(path: Path, line: int, row: dict[str, str], column: str) -> str:
     return value
 
 
-def _number(path: Path, line: int, row: dict[str, str], column: str, kind: type, *, minimum: float):  # type: ignore[no-untyped-def]
+def _number(path: Path, line: int, row: dict[str, str], column: str, kind: type, *, minimum: float,  # type: ignore[no-untyped-def]
+            maximum: float = MAX_TRACE_SECONDS):
     raw = (row.get(column) or "").strip()
+    expected = "an integer" if kind is int else "a number"
     try:
         value = kind(raw)
-    except ValueError:
-        expected = "an integer" if kind is int else "a number"
-        raise TraceError(path, line, column, f"expected {expected}, got {raw!r}") from None
+    except (ValueError, OverflowError):
+        raise TraceError(path, line, column, f"expected {expected}") from None
+    if not math.isfinite(value):
+        raise TraceError(path, line, column, f"expected {expected}, not infinite or NaN")
     if value < minimum:
-        raise TraceError(path, line, column, f"expected a value ≥ {minimum}, got {raw!r}")
+        raise TraceError(path, line, column, f"expected a value ≥ {minimum}")
+    if value > maximum:
+        raise TraceError(path, line, column, f"expected a value ≤ {maximum:g}")
     return value
 
 
-def _optional_number(path: Path, line: int, row: dict[str, str], column: str, kind: type, *, minimum: float = 0):  # type: ignore[no-untyped-def]
+def _optional_number(path: Path, line: int, row: dict[str, str], column: str, kind: type, *, minimum: float = 0,  # type: ignore[no-untyped-def]
+                     maximum: float = MAX_TRACE_SECONDS):
     """Like ``_number``, but an absent column or an empty cell gives None."""
     if not (row.get(column) or "").strip():
         return None
-    return _number(path, line, row, column, kind, minimum=minimum)
+    return _number(path, line, row, column, kind, minimum=minimum, maximum=maximum)

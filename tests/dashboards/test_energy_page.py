@@ -6,8 +6,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from cluster_ops.dashboards import energy
-from cluster_ops.dashboards.energy_data import HISTORY, LIVE_CLUSTER
 from scheduler.models import WhatIfSweep
+from scheduler.whatif.history import HISTORY, LIVE_CLUSTER
 
 from .history import History
 

@@ -17,17 +17,25 @@ from django.urls import reverse
 from cluster_ops.celery import app as celery_app
 from scheduler import tasks, whatif
 from scheduler.models import WhatIfRun, WhatIfStatus, WhatIfSweep
-from scheduler.sim.runner import Scenario
+from scheduler.sim.runner import Scenario, ScenarioError
 
 pytestmark = pytest.mark.django_db
 
-TRACE = Path(__file__).resolve().parents[1] / "fixtures" / "pollux" / "workloads-realistic" / "workload-1.csv"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TRACE_NAME = "pollux/workloads-realistic/workload-1.csv"  # relative to TRACES_DIR, as what-ifs name traces
+TRACE = FIXTURES / TRACE_NAME
 TRACE_JOBS = 4
+
+
+@pytest.fixture(autouse=True)
+def traces_dir(settings) -> Path:  # type: ignore[no-untyped-def]
+    settings.TRACES_DIR = FIXTURES
+    return FIXTURES
 
 
 @pytest.fixture
 def scenario() -> Scenario:
-    return Scenario(trace=str(TRACE), policy="fifo", nodes=2)
+    return Scenario(trace=TRACE_NAME, policy="fifo", nodes=2)
 
 
 @pytest.fixture
@@ -67,9 +75,10 @@ def eager_celery() -> Iterator[None]:
 def test_a_bad_scenario_is_refused_naming_the_field_and_nothing_is_written(
     scenario: Scenario, change: dict[str, Any], field: str
 ) -> None:
-    with pytest.raises(ValidationError) as refused:
+    with pytest.raises((ValidationError, ScenarioError)) as refused:  # the scenario itself, or its trace
         whatif.create_run(dataclasses.replace(scenario, **change))
-    assert field in refused.value.message_dict
+    error = refused.value
+    assert field in (error.errors if isinstance(error, ScenarioError) else error.message_dict)
     assert not WhatIfRun.objects.exists()
 
 
@@ -122,17 +131,18 @@ def test_a_running_run_is_not_claimed_twice(scenario: Scenario) -> None:
     assert whatif.execute_run(run.pk + 1000) is False  # no such run
 
 
-def test_a_failing_run_is_stored_as_failed_with_its_error(scenario: Scenario, tmp_path: Path) -> None:
+def test_a_failing_run_is_stored_as_failed_with_its_error(scenario: Scenario, tmp_path: Path, settings) -> None:
+    settings.TRACES_DIR = tmp_path
     trace = tmp_path / "trace.csv"
     shutil.copy(TRACE, trace)
-    run = whatif.create_run(dataclasses.replace(scenario, trace=str(trace)))
+    run = whatif.create_run(dataclasses.replace(scenario, trace="trace.csv"))
     trace.unlink()
 
     assert whatif.execute_run(run.pk) is True  # raises nothing
 
     run.refresh_from_db()
     assert run.status == WhatIfStatus.FAILED and run.summary is None and run.finished_at is not None
-    assert "FileNotFoundError" in run.error and "trace.csv" in run.error
+    assert run.error.startswith("trace: No trace") and "trace.csv" in run.error
 
 
 def test_progress_is_written_throttled_and_reaches_one(scenario: Scenario) -> None:
@@ -240,10 +250,11 @@ def test_compare_sweep_waits_for_every_run_then_builds_the_table(scenario: Scena
     assert all(s["best"]["avg_jct_s"] in {"fifo", "pollux"} for s in comparison["best_by_setting"])
 
 
-def test_a_failed_run_appears_in_the_comparison_but_never_wins(scenario: Scenario, tmp_path: Path) -> None:
+def test_a_failed_run_appears_in_the_comparison_but_never_wins(scenario: Scenario, tmp_path: Path, settings) -> None:
+    settings.TRACES_DIR = tmp_path
     trace = tmp_path / "trace.csv"
     shutil.copy(TRACE, trace)
-    sweep = whatif.create_sweep(dataclasses.replace(scenario, trace=str(trace)), ["fifo"], [1.0], [1.0])
+    sweep = whatif.create_sweep(dataclasses.replace(scenario, trace="trace.csv"), ["fifo"], [1.0], [1.0])
     trace.unlink()
     whatif.execute_run(sweep.runs.get().pk)
 
@@ -291,9 +302,9 @@ def test_what_if_pages_render_results_readably(operator_client: Client, scenario
                 reverse("admin:scheduler_whatifrun_changelist") + "?policy=fifo&status=succeeded"]:
         assert operator_client.get(url).status_code == 200
     run_page = operator_client.get(reverse("admin:scheduler_whatifrun_change", args=[run.pk])).content.decode()
-    assert "<th>avg_jct_s</th>" in run_page and "<th>completed</th><td>4</td>" in run_page
+    assert "<th>average JCT (s)</th>" in run_page and "<th>completed</th><td>4</td>" in run_page
     sweep_page = operator_client.get(reverse("admin:scheduler_whatifsweep_change", args=[sweep.pk])).content.decode()
-    assert "<th>energy_kwh</th>" in sweep_page and "srtf" in sweep_page
+    assert "<th>GPU energy (kWh)</th>" in sweep_page and "srtf" in sweep_page
 
 
 def test_run_again_creates_a_new_run_of_the_same_scenario(operator_client: Client, scenario: Scenario) -> None:
@@ -316,8 +327,8 @@ def test_a_run_left_running_by_a_killed_worker_is_taken_over(db: None, fixtures_
 
     from django.utils import timezone
 
-    trace = fixtures_dir / "traces" / "native" / "workload.csv"
-    run = whatif.create_run(Scenario(trace=str(trace), policy="fifo", nodes=2, gpus_per_node=8, gpu_type="a100"), None)
+    trace = "traces/native/workload.csv"
+    run = whatif.create_run(Scenario(trace=trace, policy="fifo", nodes=2, gpus_per_node=8, gpu_type="a100"), None)
     settings.WHATIF_LEASE_SECONDS = 600
     WhatIfRun.objects.filter(pk=run.pk).update(status=WhatIfStatus.RUNNING, heartbeat_at=timezone.now())
     assert whatif.execute_run(run.pk) is False  # its worker is alive
@@ -328,10 +339,10 @@ def test_a_run_left_running_by_a_killed_worker_is_taken_over(db: None, fixtures_
 
 
 def test_power_down_settings_are_validated(db: None, fixtures_dir) -> None:  # type: ignore[no-untyped-def]
-    trace = str(fixtures_dir / "traces" / "native" / "workload.csv")
-    with pytest.raises(ValidationError) as error:
-        whatif.create_run(Scenario(trace=trace, policy="fifo", power_down_spares=-1), None)
-    assert "power_down_spares" in error.value.message_dict
+    trace = "traces/native/workload.csv"
+    with pytest.raises(ScenarioError) as error:
+        Scenario(trace=trace, policy="fifo", power_down_spares=-1)
+    assert "power_down_spares" in error.value.errors
     run = whatif.create_run(Scenario(trace=trace, policy="fifo", nodes=4, gpus_per_node=8, gpu_type="a100",
                                      power_down_spares=1, min_off_seconds=0, power_on_seconds=60), None)
     assert whatif.execute_run(run.pk) is True

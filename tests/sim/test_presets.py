@@ -59,7 +59,7 @@ def test_a_pai_header_row_is_skipped_and_a_bad_cell_named(traces: Path, tmp_path
     spec.write_text(rows + "m9,T4,64,256,two\n")
     with pytest.raises(TraceError) as error:
         alibaba_pai_preset(tmp_path)
-    assert str(error.value).startswith(f"{spec}, line 9, column 'cap_gpu': expected an integer, got 'two'")
+    assert str(error.value).startswith(f"{spec}, line 9, column 'cap_gpu': expected an integer")
 
 
 def test_a_bad_philly_vc_list_is_named(tmp_path: Path, traces: Path) -> None:

@@ -56,8 +56,8 @@ def test_a_power_cap_slows_the_run_and_is_reported(fixtures_dir: Path) -> None:
         (["--trace", "/nonexistent.csv"], "no such file"),
         (["--policy", "nope"], "unknown policy 'nope'"),
         (["--power-cap-fraction", "1.5"], "1.5"),
-        (["--power-cap", "a100=0"], "GPU type 'a100'.*got 0"),
-        (["--power-cap", "a1000=0.7"], "no power spec for GPU type 'a1000'"),
+        (["--power-cap", "a100=0"], "cap of a100 must be.*got 0"),
+        (["--power-cap", "a1000=0.7"], "Unknown GPU type 'a1000'"),
     ],
 )
 def test_bad_input_is_named(fixtures_dir: Path, args: list[str], message: str) -> None:

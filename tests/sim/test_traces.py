@@ -23,9 +23,9 @@ def test_total_progress_is_the_end_of_the_initial_batch_curve(fixtures_dir: Path
     [
         ("name,time,application,num_replicas\nx,1,ncf,1\n", "line 1, column 'batch_size': missing column"),
         ("name,time,application,num_replicas,batch_size\nx,1,ncf,1,256\ny,soon,ncf,1,256\n",
-         "line 3, column 'time': expected a number, got 'soon'"),
+         "line 3, column 'time': expected a number"),
         ("name,time,application,num_replicas,batch_size\nx,1,ncf,0,256\n",
-         "line 2, column 'num_replicas': expected a value ≥ 1, got '0'"),
+         "line 2, column 'num_replicas': expected a value ≥ 1"),
         ("name,time,application,num_replicas,batch_size\nx,1,,1,256\n",
          "line 2, column 'application': expected a non-empty value"),
     ],

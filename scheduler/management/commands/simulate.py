@@ -7,20 +7,16 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.core.policy import UnknownPolicy
+from scheduler.sim.catalogue import metric
 from scheduler.sim.runner import Scenario, run_scenario
 from scheduler.sim.trace_formats import FORMATS
 from scheduler.sim.traces import TraceError
 
-# What the readable table shows, in order, with units.
-TABLE = [
-    ("policy", "policy", ""), ("jobs", "jobs", ""), ("completed", "completed", ""),
-    ("avg_jct_s", "average JCT", "s"), ("p50_jct_s", "median JCT", "s"), ("p99_jct_s", "p99 JCT", "s"),
-    ("makespan_s", "makespan", "s"), ("avg_queue_s", "average queueing", "s"),
-    ("utilization", "GPU utilisation (allocated)", ""), ("effective_utilization", "GPU utilisation (training)", ""),
-    ("jain", "Jain's index (tenants)", ""), ("ftf_p99", "finish-time fairness p99", ""),
-    ("rescales", "rescales", ""), ("preemptions", "preemptions", ""), ("energy_kwh", "GPU energy", "kWh"),
-    ("co2_kg", "CO2", "kg"), ("wall_s", "simulation wall time", "s"),
-]
+# What the readable table shows, in order; labels and units from the metric catalogue.
+TABLE = [metric(key) for key in (
+    "policy", "jobs", "completed", "avg_jct_s", "p50_jct_s", "p99_jct_s", "makespan_s", "avg_queue_s", "utilization",
+    "effective_utilization", "jain", "ftf_p99", "rescales", "preemptions", "energy_kwh", "co2_kg", "wall_s",
+)]
 
 
 class Command(BaseCommand):
@@ -84,7 +80,7 @@ def _type_cap(text: str) -> tuple[str, float]:
 
 
 def _table(summary: dict[str, Any]) -> str:
-    return "\n".join(f"{label:30s} {_value(summary.get(key))} {unit}".rstrip() for key, label, unit in TABLE)
+    return "\n".join(f"{m.label:30s} {_value(summary.get(m.key))} {m.unit}".rstrip() for m in TABLE)
 
 
 def _value(value: object) -> str:

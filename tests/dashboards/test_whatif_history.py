@@ -1,4 +1,5 @@
-"""Energy what-if data: recent history as a trace, the live cluster as node groups, launching and reading sweeps."""
+"""The what-if domain on this cluster's data: recent history as a trace, the live cluster as node groups,
+launching and reading sweeps."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
-from cluster_ops.dashboards import energy_data
-from cluster_ops.dashboards.energy_data import Choices
 from scheduler import whatif
 from scheduler.models import Job, JobState, WhatIfStatus
 from scheduler.rounds import scheduler_settings
 from scheduler.sim.trace_formats import load_native
+from scheduler.whatif import history as whatif_history
+from scheduler.whatif import traces, views
+from scheduler.whatif.history import Choices
 
 from .history import History
 
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.django_db
 def test_history_becomes_simulator_jobs(history: History) -> None:
     cancelled = history.finished[0]
     Job.objects.filter(pk=cancelled.pk).update(state=JobState.CANCELLED, progress=100.0)
-    jobs = energy_data.history_workload(history.now - timedelta(days=1), history.now)
+    jobs = whatif_history.history_workload(history.now - timedelta(days=1), history.now)
     assert len(jobs) == len(history.finished) + len(history.running)  # the pending job never started
     assert jobs[0].submit_time == 0 and [j.submit_time for j in jobs] == sorted(j.submit_time for j in jobs)
     by_id = {j.id: j for j in jobs}
@@ -34,15 +36,15 @@ def test_history_becomes_simulator_jobs(history: History) -> None:
 
 
 def test_the_history_trace_is_named_by_its_contents_and_reads_back(history: History, tmp_path: Path) -> None:
-    jobs = energy_data.history_workload(history.now - timedelta(days=1), history.now)
-    path = energy_data.write_history_trace(jobs, tmp_path)
-    assert energy_data.write_history_trace(jobs, tmp_path) == path
+    jobs = whatif_history.history_workload(history.now - timedelta(days=1), history.now)
+    path = whatif_history.write_history_trace(jobs, tmp_path)
+    assert whatif_history.write_history_trace(jobs, tmp_path) == path
     assert load_native(path) == jobs
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
 
 
 def test_the_live_cluster_as_node_groups(history: History) -> None:
-    assert energy_data.live_node_groups(history.now) == [["a100", 8, 1], ["v100", 8, 1]]
+    assert whatif_history.live_node_groups(history.now) == [["a100", 8, 1], ["v100", 8, 1]]
 
 
 def test_baseline_is_the_live_policy_and_the_what_if_the_choices(history: History, settings, tmp_path: Path) -> None:
@@ -50,7 +52,7 @@ def test_baseline_is_the_live_policy_and_the_what_if_the_choices(history: Histor
     # The same cap on both of the cluster's types is one all-types cap; the T4 is not in this cluster.
     caps = {"a100": 0.7, "v100": 0.7, "t4": 0.5}
     choices = Choices(policy="pollux", power_caps=caps, power_down_spares=1, pue=1.2, load_factor=1.5)
-    baseline, scenario = energy_data.scenarios_for(choices, history.now)
+    baseline, scenario = whatif_history.scenarios_for(choices, history.now)
     assert baseline.policy == scheduler_settings().policy
     assert (baseline.power_cap_fraction, baseline.power_down_spares, baseline.load_factor) == (1.0, None, 1.0)
     assert (scenario.policy, scenario.power_cap_fraction, scenario.power_down_spares) == ("pollux", 0.7, 1)
@@ -58,16 +60,16 @@ def test_baseline_is_the_live_policy_and_the_what_if_the_choices(history: Histor
     assert baseline.pue == scenario.pue == 1.2
     assert baseline.node_groups == [["a100", 8, 1], ["v100", 8, 1]]
     assert baseline.tenant_quotas == {"language": 8, "vision": 8}
-    assert Path(baseline.trace).parent == tmp_path / "whatif"
+    assert baseline.trace.startswith("history:") and traces.resolve(baseline.trace).parent == tmp_path / "whatif"
 
 
 def test_different_caps_per_gpu_type_stay_per_type(history: History, settings, tmp_path: Path) -> None:
     settings.VAR_DIR = tmp_path
-    _, scenario = energy_data.scenarios_for(Choices(power_caps={"a100": 0.6}), history.now)
+    _, scenario = whatif_history.scenarios_for(Choices(power_caps={"a100": 0.6}), history.now)
     # the V100s were not given a cap: uncapped, 1.0
     assert (scenario.power_cap_fraction, scenario.power_caps_by_type) == (1.0, {"a100": 0.6, "v100": 1.0})
     assert whatif.caps_label(scenario.as_dict()) == "caps a100 0.6, v100 1"
-    assert energy_data.cluster_gpu_types(energy_data.LIVE_CLUSTER, history.now) == ["a100", "v100"]
+    assert whatif_history.cluster_gpu_types(whatif_history.LIVE_CLUSTER, history.now) == ["a100", "v100"]
 
 
 def test_no_history_is_refused_with_a_reason(db: None, tmp_path: Path, settings) -> None:
@@ -75,7 +77,7 @@ def test_no_history_is_refused_with_a_reason(db: None, tmp_path: Path, settings)
 
     settings.VAR_DIR = tmp_path
     with pytest.raises(ValueError, match="nothing to replay"):
-        energy_data.scenarios_for(Choices(), timezone.now())
+        whatif_history.scenarios_for(Choices(), timezone.now())
 
 
 def test_a_what_if_runs_and_compares_against_its_baseline(
@@ -85,39 +87,39 @@ def test_a_what_if_runs_and_compares_against_its_baseline(
     choices = Choices(policy="fifo", power_caps={"a100": 0.7, "v100": 0.7}, power_down_spares=0,
                       grid_g_co2_per_kwh=100.0)
     with django_capture_on_commit_callbacks(execute=True):  # the sweep is launched after commit
-        sweep = energy_data.start_whatif(staff, choices, history.now)
-    view = energy_data.sweep_view(sweep.pk)
+        sweep = whatif_history.start_whatif(staff, choices, history.now)
+    view = views.sweep_view(sweep.pk, staff)
     assert view is not None and view.finished and view.progress == 1.0
     assert [run.status for run in view.runs] == [WhatIfStatus.SUCCEEDED] * 2
     assert view.runs[0].label.startswith("baseline") and "cap 0.7" in view.runs[1].label
     baseline, what_if = (run.summary for run in view.runs)
     assert baseline is not None and what_if is not None
-    rows = {row.metric: row for row in energy_data.trade_off(baseline, what_if)}
+    rows = {row.metric: row for row in views.trade_off(baseline, what_if)}
     assert rows["facility energy"].change is not None and rows["facility energy"].change < 0  # capped and off
     assert rows["CO₂"].value == pytest.approx(what_if["facility_kwh"] * 0.1)
-    times = energy_data.tenant_times(view, None)
+    times = views.tenant_times(view, None)
     assert [t.tenant for t in times] == ["language", "vision"] and all(v is not None for v in times[0].avg_jct_h)
-    assert [t.tenant for t in energy_data.tenant_times(view, {"vision"})] == ["vision"]
+    assert [t.tenant for t in views.tenant_times(view, {"vision"})] == ["vision"]
     # Each tenant's energy plus the idle GPUs' is the run's, in every run; tenants don't see the idle share.
-    energy = energy_data.tenant_energy(view, None)
-    assert [row.tenant for row in energy] == ["language", "vision", energy_data.UNALLOCATED]
+    energy = views.tenant_energy(view, None)
+    assert [row.tenant for row in energy] == ["language", "vision", views.UNALLOCATED]
     for i, summary in enumerate((baseline, what_if)):
         assert sum(row.facility_kwh[i] for row in energy) == pytest.approx(summary["facility_kwh"])
         assert sum(row.co2_kg[i] for row in energy) == pytest.approx(summary["co2_kg"])
         assert all(row.facility_kwh[i] > 0 for row in energy[:2])
-    assert [row.tenant for row in energy_data.tenant_energy(view, {"vision"})] == ["vision"]
-    past = energy_data.past_sweeps()
+    assert [row.tenant for row in views.tenant_energy(view, {"vision"})] == ["vision"]
+    past = views.past_sweeps()
     assert [(p.sweep_id, p.runs, p.state) for p in past] == [(sweep.pk, 2, "done")]
 
 
 def test_a_bad_choice_is_refused_naming_the_field(history: History, staff: User, settings, tmp_path: Path) -> None:
     settings.VAR_DIR = tmp_path
     with pytest.raises(ValidationError) as refused:
-        energy_data.start_whatif(staff, Choices(pue=0.5), history.now)
+        whatif_history.start_whatif(staff, Choices(pue=0.5), history.now)
     assert "pue" in refused.value.message_dict
 
 
 def test_trace_files_lists_job_traces_only(fixtures_dir: Path) -> None:
-    found = dict(energy_data.trace_files(str(fixtures_dir)))
+    found = dict(traces.trace_files(str(fixtures_dir)))
     assert found["pollux/workloads-realistic/workload-1.csv"] == "pollux"
     assert not any(name.startswith("pollux/traces/") for name in found)  # validation curves are not traces

@@ -1,21 +1,17 @@
-"""What-if runs and sweeps: validate a scenario, store it, replay it through the simulator, compare.
+"""What-if runs and sweeps: store a scenario, replay it through the simulator, compare.
 
-The only place that writes what-if rows. Bad input raises ``ValidationError`` naming the
-field and writes nothing. ``execute_run`` claims its run with a conditional update, so a
-redelivered task returns early; it never raises for a failing simulation but stores the
-error on the run. ``launch_run`` and ``launch_sweep`` enqueue the Celery tasks of
-``scheduler/tasks.py`` by name after the transaction commits, through the Celery app
-given (the project's by default).
-
-Relative trace paths are read under ``settings.TRACES_DIR``.
+The only place that writes what-if rows. A ``Scenario`` checks its own fields; here its trace is resolved inside
+its root (``traces.resolve``). Bad input raises ``ValidationError`` naming the field and writes nothing.
+``execute_run`` claims its run with a conditional update, so a redelivered task returns early; it never raises for
+a failing simulation but stores the error on the run. ``launch_run`` and ``launch_sweep`` enqueue the Celery tasks
+of ``scheduler/tasks.py`` by name after the transaction commits, through the Celery app given (the project's by
+default).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
@@ -34,13 +30,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from cluster_ops.celery import app as project_celery_app
-from scheduler.core.policy import UnknownPolicy, get_policy
-from scheduler.sim.presets import PRESET_LOADERS
-from scheduler.sim.runner import Scenario, run_scenario
-from scheduler.sim.trace_formats import FORMATS
-from telemetry.power import DEFAULT_SPECS
+from scheduler.models import WhatIfRun, WhatIfStatus, WhatIfSweep
+from scheduler.sim import scenario as scenario_rules
+from scheduler.sim.catalogue import COMPARED
+from scheduler.sim.runner import Scenario, ScenarioError, run_scenario
 
-from .models import WhatIfRun, WhatIfStatus, WhatIfSweep
+from . import traces
 
 logger = logging.getLogger(__name__)
 
@@ -49,33 +44,14 @@ RUN_TASK = "scheduler.run_whatif"
 FINISH_SWEEP_TASK = "scheduler.finish_sweep"
 PROGRESS_STEP = 0.05  # write progress when it moved this much ...
 PROGRESS_INTERVAL_S = 1.0  # ... or when it moved at all and this long has passed since the last write
-
-# Inclusive bounds of a scenario's numbers; wide enough for any real cluster, narrow enough to refuse typos.
-LIMITS: Mapping[str, tuple[float, float]] = {
-    "nodes": (1, 10_000), "gpus_per_node": (1, 64), "round_seconds": (1, 86_400), "restart_seconds": (0, 86_400),
-    "power_cap_fraction": (0.1, 1.0), "load_factor": (0.01, 100.0), "seed": (0, 2**31 - 1),
-    "max_jobs": (1, 10_000_000), "power_down_spares": (0, 10_000), "power_on_seconds": (0, 86_400),
-    "min_off_seconds": (0, 86_400), "pue": (1.0, 5.0), "grid_g_co2_per_kwh": (0, 5_000), "price_per_kwh": (0, 1_000),
-}
-OPTIONAL_FIELDS = frozenset({"max_jobs", "power_down_spares"})  # None: no limit / no power-down
-INTEGER_FIELDS = frozenset({"nodes", "gpus_per_node", "seed", "max_jobs", "power_down_spares"})
+LIMITS = scenario_rules.LIMITS
 SWEEP_AXES = {"policy": "policies", "power_cap_fraction": "power_caps", "load_factor": "load_factors"}
-# Metrics a sweep compares, and which way is better.
-METRICS: Mapping[str, str] = {
-    "completed": "max", "avg_jct_s": "min", "p99_jct_s": "min", "makespan_s": "min", "avg_queue_s": "min",
-    "utilization": "max", "jain": "max", "ftf_p99": "min", "rescales": "min", "energy_kwh": "min",
-    "co2_kg": "min", "cost": "min",
-}
+# Metrics a sweep compares, and which way is better (the catalogue's).
+METRICS: Mapping[str, str] = {metric.key: str(metric.better) for metric in COMPARED}
 PARAMETERS = ("policy", "power_cap_fraction", "load_factor")
 
 
 # --- scenarios ------------------------------------------------------------------------
-
-
-def trace_path(trace: str) -> Path:
-    """Where a scenario's trace is read from: an absolute path as is, a relative one under TRACES_DIR."""
-    path = Path(trace)
-    return path if path.is_absolute() else Path(settings.TRACES_DIR) / path
 
 
 def caps_label(scenario: Mapping[str, Any]) -> str:
@@ -87,99 +63,19 @@ def caps_label(scenario: Mapping[str, Any]) -> str:
 
 
 def validate_scenario(scenario: Scenario) -> None:
-    """Raise ``ValidationError`` keyed by field for everything wrong with ``scenario``."""
-    errors = {**_number_errors(scenario.as_dict()), **_policy_errors(scenario), **_setting_errors(scenario)}
-    if not isinstance(scenario.trace, str) or not trace_path(scenario.trace).is_file():
-        errors["trace"] = f"No trace file at {scenario.trace!r} (relative paths are read under TRACES_DIR)."
-    if errors:
-        raise ValidationError(errors)
+    """``ValidationError`` on ``trace`` unless the scenario's trace is a file inside its root (``traces.resolve``);
+    the scenario checked its other fields when it was made."""
+    traces.resolve(scenario.trace)
 
 
 def scenario_from_dict(data: Mapping[str, Any]) -> Scenario:
     """The ``Scenario`` stored as ``data`` (``Scenario.as_dict()``); ``ValidationError`` naming the field if bad."""
-    known = {f.name for f in dataclasses.fields(Scenario)}
-    errors = {name: "Not a scenario field." for name in data if name not in known}
-    errors |= _number_errors(data)
-    if "trace" not in data:
-        errors["trace"] = "A scenario needs a trace."
-    if errors:
-        raise ValidationError(errors)
-    return Scenario(**data)
-
-
-def _number_errors(values: Mapping[str, Any]) -> dict[str, str]:
-    errors = {}
-    for name, (low, high) in LIMITS.items():
-        value = values.get(name)
-        if value is None and name in OPTIONAL_FIELDS:
-            continue
-        kind = int if name in INTEGER_FIELDS else (int, float)
-        if not isinstance(value, kind) or isinstance(value, bool) or not math.isfinite(value):
-            errors[name] = f"Expected {'an integer' if kind is int else 'a number'}, got {value!r}."
-        elif not low <= value <= high:
-            errors[name] = f"Must be between {low:g} and {high:g}, got {value!r}."
-    return errors
-
-
-def _policy_errors(scenario: Scenario) -> dict[str, str]:
     try:
-        json.dumps(dict(scenario.policy_config))
-        get_policy(scenario.policy, **scenario.policy_config)
-    except UnknownPolicy as error:
-        return {"policy": str(error)}
-    except (TypeError, ValueError) as error:
-        return {"policy_config": f"Not a valid configuration of {scenario.policy!r}: {error}"}
-    return {}
-
-
-def _setting_errors(scenario: Scenario) -> dict[str, str]:
-    errors = {}
-    if scenario.format not in FORMATS:
-        errors["format"] = f"Unknown trace format {scenario.format!r}; expected one of {', '.join(FORMATS)}."
-    if scenario.preset is not None and scenario.preset not in PRESET_LOADERS:
-        errors["preset"] = f"Unknown cluster preset {scenario.preset!r}; expected one of {', '.join(PRESET_LOADERS)}."
-    if scenario.preset is None and scenario.gpu_type not in DEFAULT_SPECS:
-        errors["gpu_type"] = f"Unknown GPU type {scenario.gpu_type!r}; expected one of {', '.join(DEFAULT_SPECS)}."
-    if scenario.elastic not in (None, True, False):
-        errors["elastic"] = "Expected true, false or empty (the policy decides)."
-    if problem := _node_groups_problem(scenario.node_groups):
-        errors["node_groups"] = problem
-    if problem := _type_caps_problem(scenario.power_caps_by_type):
-        errors["power_caps_by_type"] = problem
-    if not isinstance(scenario.tenant_quotas, Mapping) or not all(
-        isinstance(name, str) and isinstance(quota, int) and not isinstance(quota, bool) and quota >= 0
-        for name, quota in scenario.tenant_quotas.items()
-    ):
-        errors["tenant_quotas"] = "Expected tenant names with whole numbers of GPUs ≥ 0."
-    return errors
-
-
-def _type_caps_problem(caps: Any) -> str | None:
-    """What is wrong with ``Scenario.power_caps_by_type`` (GPU type → cap fraction), or None."""
-    if not isinstance(caps, Mapping):
-        return f"Expected GPU types with their cap fractions, got {caps!r}."
-    low, high = LIMITS["power_cap_fraction"]
-    for gpu_type, cap in caps.items():
-        if gpu_type not in DEFAULT_SPECS:
-            return f"Unknown GPU type {gpu_type!r}; expected one of {', '.join(DEFAULT_SPECS)}."
-        if isinstance(cap, bool) or not isinstance(cap, int | float) or not (math.isfinite(cap) and low <= cap <= high):
-            return f"The cap of {gpu_type} must be a number between {low:g} and {high:g}, got {cap!r}."
-    return None
-
-
-def _node_groups_problem(groups: Any) -> str | None:
-    """What is wrong with ``Scenario.node_groups`` (``[gpu_type, gpus_per_node, nodes]`` each), or None."""
-    for group in groups if isinstance(groups, list | tuple) else [None]:
-        if not isinstance(group, list | tuple) or len(group) != 3:
-            return f"Expected [gpu_type, gpus_per_node, nodes] groups, got {group!r}."
-        kind, per_node, count = group
-        if kind not in DEFAULT_SPECS:
-            return f"Unknown GPU type {kind!r}; expected one of {', '.join(DEFAULT_SPECS)}."
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (per_node, count)) or not (
-            1 <= per_node <= LIMITS["gpus_per_node"][1] and 1 <= count <= LIMITS["nodes"][1]
-        ):
-            return f"GPUs per node and nodes must be whole numbers ≥ 1, got {group!r}."
-    return None
+        return scenario_rules.scenario_from_dict(data)
+    except ScenarioError as error:
+        raise ValidationError(error.errors) from None
+    except TypeError:  # a positional or duplicate argument cannot come from a mapping; kept for safety
+        raise ValidationError({"scenario": "Not a scenario."}) from None
 
 
 # --- runs -----------------------------------------------------------------------------
@@ -204,14 +100,21 @@ def execute_run(run_id: int) -> bool:
         return False
     try:
         stored = scenario_from_dict(WhatIfRun.objects.values_list("scenario", flat=True).get(pk=run_id))
-        scenario = dataclasses.replace(stored, trace=str(trace_path(stored.trace)))
+        scenario = dataclasses.replace(stored, trace=str(traces.resolve(stored.trace)))
         _, summary = run_scenario(scenario, Path(settings.TRACES_DIR), on_progress=ProgressWriter(run_id))
     except Exception as error:  # any failure of the simulation belongs on the run, not in the worker's log only
         logger.exception("what-if run %s failed", run_id)
-        _finish(run_id, status=WhatIfStatus.FAILED, error=f"{type(error).__name__}: {error}")
+        _finish(run_id, status=WhatIfStatus.FAILED, error=failure_text(error))
         return True
     _finish(run_id, status=WhatIfStatus.SUCCEEDED, summary=summary, progress=1.0)
     return True
+
+
+def failure_text(error: Exception) -> str:
+    """What a failed run says (to staff only: ``views.shown_error``): the fields and problems, or the exception."""
+    if isinstance(error, ValidationError) and hasattr(error, "error_dict"):
+        return "; ".join(f"{field}: {' '.join(messages)}" for field, messages in error.message_dict.items())
+    return f"{type(error).__name__}: {error}"
 
 
 def _claim(run_id: int) -> bool:
@@ -282,7 +185,7 @@ def create_sweep_of(scenarios: Iterable[Scenario], user: Actor = None, name: str
 def _store_sweep(scenarios: list[Scenario], user: Actor, name: str) -> WhatIfSweep:
     with transaction.atomic():
         sweep = WhatIfSweep.objects.create(
-            name=name or f"sweep of {Path(scenarios[0].trace).name}", created_by=_user(user)
+            name=name or f"sweep of {traces.display_name(scenarios[0].trace)}", created_by=_user(user)
         )
         WhatIfRun.objects.bulk_create(
             WhatIfRun(scenario=scenario.as_dict(), sweep=sweep, created_by=sweep.created_by) for scenario in scenarios
@@ -305,8 +208,8 @@ def sweep_scenarios(
             scenario = dataclasses.replace(base, policy=policy, power_cap_fraction=cap, load_factor=load)
             validate_scenario(scenario)
             scenarios.append(scenario)
-        except (TypeError, ValueError) as error:
-            errors.setdefault("load_factors", str(error))  # Scenario refuses only a load factor ≤ 0 itself
+        except ScenarioError as error:
+            errors |= {SWEEP_AXES.get(field, field): problem for field, problem in error.errors.items()}
         except ValidationError as error:
             errors |= {SWEEP_AXES.get(field, field): "; ".join(msgs) for field, msgs in error.message_dict.items()}
     if errors:
