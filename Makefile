@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 MANAGE := $(BIN)/python manage.py
 STAMP := $(VENV)/.installed-requirements
 # With REDIS_URL set, Redis is yours; without it, `make run` starts the embedded one.
-PROCESSES := $(if $(REDIS_URL),worker beat web,redis worker beat web)
+EMBEDDED_REDIS := $(if $(REDIS_URL),false,true)
 
 .PHONY: run test lint venv clean
 
@@ -27,8 +27,11 @@ run: venv
 	$(MANAGE) sync_schedules
 	$(MANAGE) seed_demo
 	$(MANAGE) collectstatic --noinput --verbosity 0
-	@echo "Cluster Ops on http://$${WEB_ADDRESS:-127.0.0.1:8000}/ — Ctrl-C stops Redis, worker, beat and web"
-	PATH="$(CURDIR)/$(BIN):$$PATH" exec $(BIN)/honcho start $(PROCESSES)
+	@echo "Cluster Ops on http://$${WEB_ADDRESS:-127.0.0.1:8000}/ — a process that dies is restarted; Ctrl-C stops them all"
+	@mkdir -p "$${VAR_DIR:-$(CURDIR)/var}"
+	PATH="$(CURDIR)/$(BIN):$$PATH" CLUSTER_OPS_BIN="$(CURDIR)/$(BIN)" EMBEDDED_REDIS=$(EMBEDDED_REDIS) \
+	    VAR_DIR="$${VAR_DIR:-$(CURDIR)/var}" WEB_ADDRESS="$${WEB_ADDRESS:-127.0.0.1:8000}" \
+	    exec $(BIN)/supervisord -c supervisord.conf
 
 test: venv
 	@bash scripts/run_tests.sh

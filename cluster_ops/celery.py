@@ -3,7 +3,7 @@
 import os
 
 from celery import Celery
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cluster_ops.settings")
 
@@ -24,3 +24,16 @@ def refuse_to_start_misconfigured(**_: object) -> None:
 
     django.setup()
     call_command("check", fail_level="ERROR")
+
+
+@worker_process_init.connect
+def limit_memory(**_: object) -> None:
+    """Bound each pool process's address space (``WORKER_MEMORY_LIMIT_MIB``): an unbounded report or what-if then
+    fails with ``MemoryError``, recorded on its row, instead of growing until the machine swaps."""
+    import resource
+
+    from django.conf import settings
+
+    limit = settings.WORKER_MEMORY_LIMIT_MIB
+    if limit:
+        resource.setrlimit(resource.RLIMIT_AS, (limit * 2**20, limit * 2**20))

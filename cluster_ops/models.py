@@ -62,6 +62,8 @@ class Report(models.Model):
     status = models.CharField(max_length=10, choices=ReportStatus.choices, default=ReportStatus.QUEUED)
     created_at = models.DateTimeField(auto_now_add=True)
     made_at = models.DateTimeField(null=True, blank=True, help_text="when its files were last written")
+    sent_at = models.DateTimeField(null=True, blank=True, help_text="last sent to the workers; resent if still queued")
+    started_at = models.DateTimeField(null=True, blank=True, help_text="when a worker began making it")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                      related_name="+")
     html = models.FileField(upload_to=report_file_path, blank=True)

@@ -16,6 +16,7 @@ from .models import Heartbeat
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_TASK = "cluster_ops.heartbeat"
+RECOVERY_TASKS = {"recover-whatifs": "scheduler.recover_whatifs", "recover-reports": "reports.recover"}
 
 
 def record_heartbeat(worker: str, now: datetime) -> Heartbeat:
@@ -45,6 +46,12 @@ def sync_periodic_tasks() -> None:
             name="heartbeat",
             defaults={"task": HEARTBEAT_TASK, "interval": every, "args": json.dumps([])},
         )
+        recover = IntervalSchedule.objects.get_or_create(every=settings.RECOVER_SECONDS,
+                                                         period=IntervalSchedule.SECONDS)[0]
+        for name, task in RECOVERY_TASKS.items():  # lost background work is resent or failed, never left running
+            PeriodicTask.objects.update_or_create(
+                name=name, defaults={"task": task, "interval": recover, "args": json.dumps([]),
+                                     "expire_seconds": settings.RECOVER_SECONDS})
     from scheduler.schedule import sync_round_schedule  # the scheduler app owns its round's schedule
     from telemetry.schedule import sync_collect_schedule, sync_telemetry_schedule  # and telemetry its own
 

@@ -240,6 +240,32 @@ HEARTBEAT_SECONDS = envint("HEARTBEAT_SECONDS", 30, minimum=1)
 # redelivered task (the worker was killed mid-run).
 WHATIF_LEASE_SECONDS = envint("WHATIF_LEASE_SECONDS", 600, minimum=1)
 
+# --- Queues: nothing waits behind anything ------------------------------------------------
+# Rounds, the demo feed and heartbeats have a queue of their own, consumed by a worker that takes nothing else
+# (Procfile: worker-rounds); what-ifs and reports go to the background queue, each under a time limit; telemetry and
+# the recovery of lost background work stay on Celery's default queue, so that a background queue full of long
+# what-ifs cannot stop its own repair. Node agents consume node.<hostname> (sent there explicitly).
+ROUND_QUEUE, BACKGROUND_QUEUE, DEFAULT_QUEUE = "rounds", "background", "celery"
+CELERY_TASK_DEFAULT_QUEUE = DEFAULT_QUEUE
+CELERY_TASK_ROUTES = {
+    **{name: {"queue": ROUND_QUEUE} for name in (
+        "scheduler.run_round", "scheduler.feed_demo", "cluster_ops.heartbeat")},
+    **{name: {"queue": BACKGROUND_QUEUE} for name in (
+        "scheduler.run_whatif", "scheduler.finish_sweep", "reports.make", "reports.make_scheduled", "reports.deliver")},
+}
+# Soft limit: the task is told (SoftTimeLimitExceeded) and records why it stopped; hard limit: the process is killed
+# and ``recover_*`` marks the row failed. A worker started with WORKER_MEMORY_LIMIT_MIB (the Procfile's background
+# worker) gives each of its processes that much address space: a task that grows past it fails with MemoryError.
+WHATIF_TIME_LIMIT_SECONDS = envint("WHATIF_TIME_LIMIT_SECONDS", 1800, minimum=10)
+REPORT_TIME_LIMIT_SECONDS = envint("REPORT_TIME_LIMIT_SECONDS", 600, minimum=10)
+HARD_LIMIT_GRACE_SECONDS = 30
+WORKER_MEMORY_LIMIT_MIB = envint("WORKER_MEMORY_LIMIT_MIB", 0)  # 0: no limit
+# Queued work lives in the database: what is still queued this long after it was sent is sent again (a broker that
+# lost its messages), and beat checks for it this often. A run that lost its worker this often is failed, not retried.
+RESEND_AFTER_SECONDS = envint("RESEND_AFTER_SECONDS", 900, minimum=10)
+RECOVER_SECONDS = envint("RECOVER_SECONDS", 60, minimum=5)
+MAX_ATTEMPTS = 3
+
 # The scheduling round: its default interval (changed at run time in admin) and the
 # lease that keeps rounds one at a time; a worker killed mid-round holds it at most this long.
 ROUND_SECONDS = envint("ROUND_SECONDS", 60, minimum=1)

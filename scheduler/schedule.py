@@ -72,6 +72,8 @@ def sync_round_schedule(row: SchedulerSettings | None = None) -> PeriodicTask:
     every, _ = IntervalSchedule.objects.get_or_create(every=row.round_seconds, period=IntervalSchedule.SECONDS)
     task, _ = PeriodicTask.objects.update_or_create(
         name=ROUND_SCHEDULE_NAME,
-        defaults={"task": ROUND_TASK, "interval": every, "args": json.dumps([]), "enabled": not row.paused},
+        # A round not started within its interval is dropped: with no round worker up, beat must not pile rounds up.
+        defaults={"task": ROUND_TASK, "interval": every, "args": json.dumps([]), "enabled": not row.paused,
+                  "expire_seconds": row.round_seconds},
     )
     return task

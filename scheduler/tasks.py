@@ -7,6 +7,8 @@ from django.utils import timezone
 from . import agent, demo, rounds, whatif
 from .executors.local import APPLY_TASK, POLL_TASK
 
+RECOVER_TASK = "scheduler.recover_whatifs"
+
 
 @shared_task(name=rounds.ROUND_TASK, ignore_result=True)
 def run_round() -> int | None:
@@ -15,10 +17,18 @@ def run_round() -> int | None:
     return row.pk if row else None
 
 
-@shared_task(name=whatif.RUN_TASK, acks_late=True)
+@shared_task(name=whatif.RUN_TASK, acks_late=True, soft_time_limit=settings.WHATIF_TIME_LIMIT_SECONDS,
+             time_limit=settings.WHATIF_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
 def run_whatif(run_id: int) -> None:
-    """Simulate one queued what-if run; a redelivered or repeated task returns early."""
+    """Simulate one queued what-if run; a redelivered or repeated task returns early. Past its soft time limit the
+    run is failed with the reason; a run killed at the hard limit is failed or requeued by ``recover_whatifs``."""
     whatif.execute_run(run_id)
+
+
+@shared_task(name=RECOVER_TASK, ignore_result=True)
+def recover_whatifs() -> dict[str, int]:
+    """Resend what-ifs the broker lost, requeue or fail those whose worker was lost (beat, ``RECOVER_SECONDS``)."""
+    return whatif.recover_runs(timezone.now())
 
 
 @shared_task(name=whatif.FINISH_SWEEP_TASK)

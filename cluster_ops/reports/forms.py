@@ -11,6 +11,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from scheduler.models import Tenant
 
 from . import periods
+from .services import first_data_day
 
 PERIODS = [(periods.DAILY, "yesterday (daily)"), (periods.WEEKLY, "last week, Monday to Sunday (weekly)"),
            (periods.CUSTOM, "from … to … (custom)")]
@@ -43,7 +44,7 @@ class ReportRequestForm(forms.Form):
             if kind == periods.CUSTOM:
                 if not first or not last:
                     raise forms.ValidationError("A custom period needs its first and last day.")
-                self.chosen_period = periods.custom(first, last, self.now)
+                self.chosen_period = periods.custom(first, last, self.now, first_data_day())
             elif kind:
                 self.chosen_period = periods.last_complete(kind, self.now)
         except ValueError as error:

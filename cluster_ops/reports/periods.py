@@ -14,6 +14,7 @@ from django.utils import timezone
 
 DAILY, WEEKLY, CUSTOM = "daily", "weekly", "custom"
 CUSTOM_PATTERN = re.compile(r"^(\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2})$")
+MAX_DAYS = 366  # a custom period covers at most a year: the report's work and memory grow with it
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def last_complete(kind: str, now: datetime) -> Period:
     raise ValueError(f"no 'last complete' {kind!r} period: use daily or weekly")
 
 
-def parse(text: str, now: datetime) -> Period:
+def parse(text: str, now: datetime, first_data: date | None = None) -> Period:
     """``daily``, ``weekly`` (the last complete one) or ``YYYY-MM-DD..YYYY-MM-DD`` (both days included).
 
     A ValueError says what is wrong; a custom period may not end after today.
@@ -91,13 +92,18 @@ def parse(text: str, now: datetime) -> Period:
         first, last = (date.fromisoformat(part) for part in match.groups())
     except ValueError as error:
         raise ValueError(f"{text!r}: {error}") from None
-    return custom(first, last, now)
+    return custom(first, last, now, first_data)
 
 
-def custom(first: date, last: date, now: datetime) -> Period:
-    """The days ``first`` to ``last``; a ValueError if they are reversed or in the future."""
+def custom(first: date, last: date, now: datetime, first_data: date | None = None) -> Period:
+    """The days ``first`` to ``last``; a ValueError if they are reversed, in the future, longer than ``MAX_DAYS``
+    or start before ``first_data`` (the cluster's first day with data, when known)."""
     if last < first:
         raise ValueError(f"the period ends ({last}) before it starts ({first})")
     if last > timezone.localtime(now).date():
         raise ValueError(f"the period ends in the future ({last})")
+    if (last - first).days + 1 > MAX_DAYS:
+        raise ValueError(f"a period covers at most {MAX_DAYS} days, this one {(last - first).days + 1}")
+    if first_data is not None and first < first_data:
+        raise ValueError(f"the period starts ({first}) before the cluster's first data ({first_data})")
     return days(CUSTOM, first, last)

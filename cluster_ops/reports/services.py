@@ -8,15 +8,19 @@ the work, so a redelivered task does not make it twice at once.
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import date, datetime, timedelta
 
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.files.base import ContentFile
 from django.db import transaction
+from django.db.models import Min
 from django.utils import timezone
 
 from cluster_ops.models import Report, ReportStatus
-from scheduler.models import Tenant
+from scheduler.models import Job, Tenant
+from telemetry.models import GpuHour
 
 from . import deliver, render
 from .charts import draw_charts
@@ -55,7 +59,7 @@ def request_report(period: Period, tenant: Tenant | None, user: User | Anonymous
 
     report = report_row(period, tenant, user)
     queued = Report.objects.filter(pk=report.pk).exclude(status=ReportStatus.RUNNING).update(
-        status=ReportStatus.QUEUED)
+        status=ReportStatus.QUEUED, sent_at=timezone.now())
     if queued:
         transaction.on_commit(lambda: make.delay(report.pk, send))
     report.refresh_from_db()
@@ -67,7 +71,9 @@ def build(report_id: int, now: datetime | None = None) -> bool:
 
     A failure is recorded on the row (status failed, the error) and the files of an earlier run are kept.
     """
-    if not Report.objects.filter(pk=report_id, status=ReportStatus.QUEUED).update(status=ReportStatus.RUNNING):
+    claimed = Report.objects.filter(pk=report_id, status=ReportStatus.QUEUED).update(
+        status=ReportStatus.RUNNING, started_at=timezone.now())
+    if not claimed:
         return False
     report = Report.objects.select_related("tenant").get(pk=report_id)
     now = now or timezone.now()
@@ -76,6 +82,11 @@ def build(report_id: int, now: datetime | None = None) -> bool:
         charts = draw_charts(content)
         html = render.render_html(content, charts)
         files = {"html": html.encode(), "pdf": render.render_pdf(html), "csv": render.render_csv(content).encode()}
+    except SoftTimeLimitExceeded:
+        limit = settings.REPORT_TIME_LIMIT_SECONDS
+        error = f"Stopped: ran past its time limit of {limit} s (REPORT_TIME_LIMIT_SECONDS)."
+        Report.objects.filter(pk=report_id).update(status=ReportStatus.FAILED, error=error)
+        return True
     except Exception as error:
         logger.exception("report %s failed", report_id)
         Report.objects.filter(pk=report_id).update(status=ReportStatus.FAILED, error=f"{type(error).__name__}: "
@@ -97,6 +108,32 @@ def _replace_files(report: Report, files: dict[str, bytes]) -> None:
         if stored:
             stored.delete(save=False)
         stored.save(f"{report.file_stem}.{field}", ContentFile(data), save=False)
+
+
+def first_data_day() -> date | None:
+    """The first day the cluster has anything to report (a job submitted, an hour of telemetry); None if none yet."""
+    starts = [Job.objects.aggregate(first=Min("submitted_at"))["first"],
+              GpuHour.objects.aggregate(first=Min("start"))["first"]]
+    known = [start for start in starts if start is not None]
+    return timezone.localtime(min(known)).date() if known else None
+
+
+def recover_reports(now: datetime) -> dict[str, int]:
+    """Beat's repair of reports lost outside the database: one still running past its hard time limit lost its
+    worker (killed, out of memory) and is failed with the reason, to be asked for again; one still queued
+    ``RESEND_AFTER_SECONDS`` after it was sent is sent again (the broker lost it)."""
+    from .tasks import make  # the task module imports this one
+
+    lost = now - timedelta(seconds=settings.REPORT_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
+    failed = Report.objects.filter(status=ReportStatus.RUNNING, started_at__lt=lost).update(
+        status=ReportStatus.FAILED, error="Stopped: its worker was lost or it ran past its time limit; ask again.")
+    stale = now - timedelta(seconds=settings.RESEND_AFTER_SECONDS)
+    resend = list(Report.objects.filter(status=ReportStatus.QUEUED, sent_at__lt=stale).values_list("pk", flat=True)
+                  [:100])
+    Report.objects.filter(pk__in=resend).update(sent_at=now)
+    for pk in resend:
+        make.delay(pk)
+    return {"failed": failed, "resent": len(resend)}
 
 
 def make_scheduled(kind: str, now: datetime) -> list[Report]:

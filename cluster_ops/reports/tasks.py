@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from celery import Task, shared_task
+from django.conf import settings
 from django.utils import timezone
 
 from cluster_ops.models import Report, ReportStatus
@@ -12,10 +13,13 @@ from . import deliver, services
 MAKE_TASK = "reports.make"
 SCHEDULED_TASK = "reports.make_scheduled"
 DELIVER_TASK = "reports.deliver"
+RECOVER_TASK = "reports.recover"
+LIMITS = {"soft_time_limit": settings.REPORT_TIME_LIMIT_SECONDS,
+          "time_limit": settings.REPORT_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS}
 DELIVERY_RETRIES = 5  # after the first attempt: 1, 2, 4, 8, 16 minutes later (backoff), then failed
 
 
-@shared_task(name=MAKE_TASK, acks_late=True)
+@shared_task(name=MAKE_TASK, acks_late=True, **LIMITS)
 def make(report_id: int, send: bool = False) -> bool:
     """Make the queued report ``report_id``; with ``send``, e-mail it to its recipients once ready."""
     made = services.build(report_id)
@@ -25,10 +29,17 @@ def make(report_id: int, send: bool = False) -> bool:
     return made
 
 
-@shared_task(name=SCHEDULED_TASK, acks_late=True)
+@shared_task(name=SCHEDULED_TASK, acks_late=True, soft_time_limit=4 * settings.REPORT_TIME_LIMIT_SECONDS,
+             time_limit=4 * settings.REPORT_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
 def make_scheduled(kind: str) -> int:
     """Beat's daily or weekly reports: the cluster's and every tenant's, sent to their recipients."""
     return len(services.make_scheduled(kind, timezone.now()))
+
+
+@shared_task(name=RECOVER_TASK, ignore_result=True)
+def recover() -> dict[str, int]:
+    """Fail reports whose worker was lost, resend those the broker lost (beat, ``RECOVER_SECONDS``)."""
+    return services.recover_reports(timezone.now())
 
 
 @shared_task(name=DELIVER_TASK, bind=True, acks_late=True, autoretry_for=(deliver.DeliveryFailed,),

@@ -54,6 +54,8 @@ class WhatIfRun(models.Model):
         null=True, blank=True, help_text="last sign of life of the worker running it; a stale one is taken over"
     )
     celery_task_id = models.CharField(max_length=255, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True, help_text="last sent to the workers; resent if still queued")
+    attempts = models.PositiveSmallIntegerField(default=0, help_text="times a worker took it up")
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -43,6 +43,19 @@ from .step_times import StepTimes
 from .usage import UsageRecorder
 
 ProgressCallback = Callable[[int, int], None]  # (jobs finished, jobs in the workload)
+# No simulation runs past this simulated time: a year and a half covers every public trace (Philly's is ~3 months)
+# with room for queueing, and bounds a what-if's work whatever the workload says (issue 13: 1e308 work ran forever).
+MAX_SIMULATED_SECONDS = 550 * 86_400.0
+
+
+class WorkloadTooLong(ValueError):
+    """A job that could not finish within ``MAX_SIMULATED_SECONDS`` even alone on the cluster's fastest GPUs."""
+
+    def __init__(self, job_id: str, seconds: float) -> None:
+        days = "forever" if not math.isfinite(seconds) else f"{seconds / 86_400:,.0f} simulated days"
+        super().__init__(f"job {job_id!r} cannot finish within {MAX_SIMULATED_SECONDS / 86_400:.0f} simulated days "
+                         f"even alone on the whole cluster ({days}): its total work is too large for this cluster")
+        self.job_id = job_id
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,30 @@ def simulate(
     return engine.run()
 
 
+def _refuse_endless(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...],
+                    profiles: Mapping[str, Mapping[str, Any]]) -> None:
+    """``WorkloadTooLong`` for the first job whose arrival plus its shortest possible run (all the GPUs it may use,
+    on the GPU type where it goes fastest, no restarts) is past ``MAX_SIMULATED_SECONDS``. A job that fits no GPU
+    type at all is the round's to set aside (it ends the run unfinished), not refused here."""
+    by_type = Counter(node.gpu_type for node in nodes for _ in node.gpus)
+    snapshots = {kind: ClusterSnapshot(0.0, tuple(n for n in nodes if n.gpu_type == kind), (), (), profiles)
+                 for kind in by_type}
+    for spec in workload:
+        fastest = max((_alone_speed(spec, snap, by_type[kind]) for kind, snap in snapshots.items()), default=0.0)
+        if fastest <= 0:
+            continue
+        seconds = spec.total_work / fastest
+        if spec.submit_time + seconds > MAX_SIMULATED_SECONDS:
+            raise WorkloadTooLong(spec.id, seconds)
+
+
+def _alone_speed(spec: WorkloadJob, snap: ClusterSnapshot, gpus_of_type: int) -> float:
+    gpus = min(spec.max_gpus, gpus_of_type)
+    if gpus < spec.min_gpus or (spec.gpu_type and snap.nodes and snap.nodes[0].gpu_type != spec.gpu_type):
+        return 0.0
+    return job_speed(JobRun(spec, 0.0).job_info(0.0), snap, gpus)
+
+
 class _Engine:
     def __init__(
         self, workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], policy: Policy,
@@ -104,6 +141,7 @@ class _Engine:
         ids = [job.id for job in workload]
         if len(set(ids)) != len(ids):
             raise ValueError("workload job ids must be unique")
+        _refuse_endless(workload, nodes, profiles)
         self.arrivals = sorted(workload, key=lambda job: (job.submit_time, job.id))
         self.nodes, self.policy, self.tenants, self.config = nodes, policy, tenants, config
         self.static = ClusterSnapshot(0.0, nodes, (), tenants, profiles)
@@ -129,10 +167,11 @@ class _Engine:
     def run(self) -> SimulationResult:
         started = time.perf_counter()
         self._plan_power()  # an idle cluster starts with its surplus nodes off
+        horizon = min(self.config.horizon or math.inf, MAX_SIMULATED_SECONDS)
         while self._more_to_do():
             when = self._next_event_time()
-            if self.config.horizon is not None and when > self.config.horizon:
-                self._advance(self.config.horizon)
+            if when > horizon:
+                self._advance(horizon)
                 break
             self._advance(when)
             self._finish_completed()

@@ -23,6 +23,7 @@ from .runs import (
     execute_run,
     launch_run,
     launch_sweep,
+    recover_runs,
     rerun,
     scenario_from_dict,
     sweep_scenarios,
@@ -32,5 +33,5 @@ from .runs import (
 __all__ = [
     "FINISH_SWEEP_TASK", "LIMITS", "METRICS", "PARAMETERS", "RUN_TASK", "ProgressWriter", "build_comparison",
     "caps_label", "compare_sweep", "create_run", "create_sweep", "create_sweep_of", "execute_run", "launch_run",
-    "launch_sweep", "rerun", "scenario_from_dict", "sweep_scenarios", "validate_scenario",
+    "launch_sweep", "recover_runs", "rerun", "scenario_from_dict", "sweep_scenarios", "validate_scenario",
 ]

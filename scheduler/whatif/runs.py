@@ -14,25 +14,27 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import product
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from celery import Celery, chord
+from celery.exceptions import SoftTimeLimitExceeded
 from celery.utils import uuid
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from cluster_ops.celery import app as project_celery_app
 from scheduler.models import WhatIfRun, WhatIfStatus, WhatIfSweep
 from scheduler.sim import scenario as scenario_rules
 from scheduler.sim.catalogue import COMPARED
+from scheduler.sim.engine import WorkloadTooLong
 from scheduler.sim.runner import Scenario, ScenarioError, run_scenario
 
 from . import traces
@@ -112,6 +114,11 @@ def execute_run(run_id: int) -> bool:
 
 def failure_text(error: Exception) -> str:
     """What a failed run says (to staff only: ``views.shown_error``): the fields and problems, or the exception."""
+    if isinstance(error, SoftTimeLimitExceeded):
+        limit = settings.WHATIF_TIME_LIMIT_SECONDS
+        return f"Stopped: ran past its time limit of {limit} s (WHATIF_TIME_LIMIT_SECONDS)."
+    if isinstance(error, WorkloadTooLong):
+        return f"Refused: {error}."
     if isinstance(error, ValidationError) and hasattr(error, "error_dict"):
         return "; ".join(f"{field}: {' '.join(messages)}" for field, messages in error.message_dict.items())
     return f"{type(error).__name__}: {error}"
@@ -125,8 +132,10 @@ def _claim(run_id: int) -> bool:
     """
     now = timezone.now()
     stale = Q(status=WhatIfStatus.RUNNING, heartbeat_at__lt=now - timedelta(seconds=settings.WHATIF_LEASE_SECONDS))
-    claimable = WhatIfRun.objects.filter(Q(status=WhatIfStatus.QUEUED) | stale, pk=run_id)
-    return claimable.update(status=WhatIfStatus.RUNNING, started_at=now, heartbeat_at=now, progress=0.0) == 1
+    claimable = WhatIfRun.objects.filter(Q(status=WhatIfStatus.QUEUED) | stale, pk=run_id,
+                                         attempts__lt=settings.MAX_ATTEMPTS)
+    return claimable.update(status=WhatIfStatus.RUNNING, started_at=now, heartbeat_at=now, progress=0.0,
+                            attempts=F("attempts") + 1) == 1
 
 
 def _finish(run_id: int, **fields: Any) -> None:
@@ -154,10 +163,40 @@ class ProgressWriter:
 def launch_run(run: WhatIfRun, app: Celery | None = None) -> str:
     """Enqueue ``run`` on ``app`` once the current transaction commits; returns the Celery task id."""
     run.celery_task_id = uuid()
-    WhatIfRun.objects.filter(pk=run.pk).update(celery_task_id=run.celery_task_id)
+    WhatIfRun.objects.filter(pk=run.pk).update(celery_task_id=run.celery_task_id, sent_at=timezone.now())
     signature = _app(app).signature(RUN_TASK, args=(run.pk,), task_id=run.celery_task_id)
     transaction.on_commit(signature.apply_async)
     return run.celery_task_id
+
+
+def recover_runs(now: datetime, app: Celery | None = None) -> dict[str, int]:
+    """Beat's repair of work lost outside the database (``RECOVER_SECONDS``); returns what it did, by kind.
+
+    * A run still queued ``RESEND_AFTER_SECONDS`` after it was sent is sent again: the broker lost it (a restarted
+      embedded Redis keeps nothing). A duplicate is harmless: only one claim succeeds.
+    * A run still running past its hard time limit lost its worker (killed, out of memory) or was killed at the limit:
+      queued again while it has attempts left (``MAX_ATTEMPTS``), else failed with the reason. Never running forever.
+    * A sweep whose runs have all finished but has no comparison (its chord's callback was lost) is compared.
+    """
+    lost = now - timedelta(seconds=settings.WHATIF_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
+    running = WhatIfRun.objects.filter(status=WhatIfStatus.RUNNING, started_at__lt=lost)
+    failed = running.filter(attempts__gte=settings.MAX_ATTEMPTS).update(
+        status=WhatIfStatus.FAILED, finished_at=now,
+        error=f"Stopped: its worker was lost or killed at the time limit {settings.MAX_ATTEMPTS} times.")
+    requeued = running.update(status=WhatIfStatus.QUEUED, progress=0.0)
+    stale = now - timedelta(seconds=settings.RESEND_AFTER_SECONDS)
+    resend = list(WhatIfRun.objects.filter(Q(sent_at__lt=stale) | Q(sent_at__isnull=True), status=WhatIfStatus.QUEUED,
+                                           created_at__lt=stale).order_by("pk")[:RESEND_BATCH])
+    for run in resend:
+        launch_run(run, app)
+    compared = sum(compare_sweep(pk) is not None for pk in WhatIfSweep.objects.filter(
+        comparison__isnull=True, runs__isnull=False).exclude(runs__status__in=[WhatIfStatus.QUEUED,
+                                                                               WhatIfStatus.RUNNING])
+                   .values_list("pk", flat=True).distinct()[:RESEND_BATCH])
+    return {"failed": failed, "requeued": requeued, "resent": len(resend), "compared": compared}
+
+
+RESEND_BATCH = 100  # at most this many rows per kind and recovery, so one pass stays short
 
 
 # --- sweeps ---------------------------------------------------------------------------
@@ -221,10 +260,11 @@ def launch_sweep(sweep: WhatIfSweep, app: Celery | None = None) -> None:
     """After commit, run the sweep's queued runs as one Celery chord whose callback fills the comparison."""
     celery = _app(app)
     runs = list(sweep.runs.filter(status=WhatIfStatus.QUEUED).order_by("pk"))
+    now = timezone.now()
     for run in runs:
-        run.celery_task_id = uuid()
+        run.celery_task_id, run.sent_at = uuid(), now
     with transaction.atomic():
-        WhatIfRun.objects.bulk_update(runs, ["celery_task_id"])
+        WhatIfRun.objects.bulk_update(runs, ["celery_task_id", "sent_at"])
     header = [celery.signature(RUN_TASK, args=(run.pk,), task_id=run.celery_task_id) for run in runs]
     finish = celery.signature(FINISH_SWEEP_TASK, args=(sweep.pk,), immutable=True)
     # A chord needs at least one task before its callback; with nothing left to run, compare straight away.

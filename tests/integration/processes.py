@@ -85,10 +85,15 @@ class Service:
         return f"--- last of {self.log} ---\n{text[-chars:]}"
 
 
-def celery_worker(name: str, env: dict[str, str], log_dir: Path, pool: str = "solo") -> Service:
-    """A worker as the Procfile starts it (prefork: two processes), or one process (solo) whose pid holds leases."""
-    argv = [str(BIN / "celery"), "-A", "cluster_ops", "worker", f"--pool={pool}", "--concurrency=2",
-            "--loglevel=INFO", "--without-mingle", "--without-gossip", f"--hostname={name}@%h"]
+ALL_QUEUES = "rounds,background,celery"
+
+
+def celery_worker(name: str, env: dict[str, str], log_dir: Path, pool: str = "solo", queues: str = ALL_QUEUES,
+                  concurrency: int = 2) -> Service:
+    """A worker as the Procfile starts one (prefork), or one process (solo) whose pid holds leases; by default on
+    every queue of the product (the Procfile splits them over three workers)."""
+    argv = [str(BIN / "celery"), "-A", "cluster_ops", "worker", f"--pool={pool}", f"--concurrency={concurrency}",
+            "-Q", queues, "--loglevel=INFO", "--without-mingle", "--without-gossip", f"--hostname={name}@%h"]
     return Service(name, argv, env, log_dir)
 
 

@@ -7,6 +7,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -17,7 +18,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from .conftest import free_port
+from .conftest import free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +57,30 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def supervised_pid(program: str, var_dir: Path) -> int | None:
+    status = subprocess.run([str(Path(sys.executable).parent / "supervisorctl"), "-c", "supervisord.conf", "status",
+                             program], capture_output=True, text=True, env={**os.environ, "VAR_DIR": str(var_dir)},
+                            cwd=Path(__file__).resolve().parents[2])
+    found = re.search(r"RUNNING\s+pid (\d+)", status.stdout)
+    return int(found.group(1)) if found else None
+
+
+def survives_a_kill(program: str, var_dir: Path, base: str, output: Output) -> None:
+    """SIGKILL one program's process group: supervisord starts it again, and the web answers all along."""
+    before = supervised_pid(program, var_dir)
+    assert before is not None, output.text[-3000:]
+    os.killpg(before, signal.SIGKILL)
+    deadline, answers = time.monotonic() + 30, []
+    while time.monotonic() < deadline:
+        answers.append(urllib.request.urlopen(f"{base}/accounts/login/", timeout=5).status)
+        after = supervised_pid(program, var_dir)
+        if after not in (None, before):
+            break
+        time.sleep(0.5)
+    assert after not in (None, before), f"{program} was not restarted\n{output.text[-3000:]}"
+    assert set(answers) == {200}
+
+
 def log_in_and_get(base: str, path: str, password: str) -> str:
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
     form = opener.open(f"{base}/accounts/login/").read().decode()
@@ -89,7 +114,11 @@ def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures
         assert output.wait_for(r"scheduler\.run_round.*succeeded", seconds=60), output.text[-3000:]
         events = log_in_and_get(base, "/admin/scheduler/rescaleevent/?kind=start", "stack-test-password")
         assert "started on" in events or "GPUs" in events, events[-2000:]
-        assert len(processes_with(marker)) >= 5  # make/honcho, redis, worker (+ children), beat, gunicorn (+ workers)
+        assert len(processes_with(marker)) >= 7  # supervisord, redis, three workers (+ children), beat, gunicorn
+        for program in ("rounds", "redis"):  # issue 13: one dead component took everything down
+            survives_a_kill(program, tmp_path, base, output)
+        beats = output.text.count("heartbeat #")  # the restarted round worker beats again, through the new Redis
+        assert wait_until(lambda: output.text.count("heartbeat #") >= beats + 2, seconds=60), output.text[-3000:]
     finally:
         os.killpg(stack.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
         stack.wait(timeout=60)

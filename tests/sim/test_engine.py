@@ -7,7 +7,7 @@ import pytest
 from scheduler.core.cycle import CycleConfig
 from scheduler.core.policy import get_policy
 from scheduler.core.types import GpuSlot, NodeInfo
-from scheduler.sim.engine import SimConfig, simulate
+from scheduler.sim.engine import MAX_SIMULATED_SECONDS, SimConfig, WorkloadTooLong, simulate
 from scheduler.sim.records import SimulationResult, WorkloadJob
 from tests.core.strategies import PROFILES
 
@@ -76,6 +76,25 @@ def test_usage_intervals_add_up_to_the_jobs_gpu_time() -> None:
 def test_a_job_that_can_never_fit_ends_the_run_unfinished() -> None:
     result = by_id(run([rigid("ok", 0, 2, 50), rigid("huge", 0, 8, 50)]))
     assert result["ok"].finish_time == 50 and result["huge"].finish_time is None
+
+
+def test_a_workload_that_cannot_finish_within_the_simulated_time_bound_is_refused_naming_the_job() -> None:
+    """Issue 13: a job of 1e308 work (or a row submitted at the end of time) kept a what-if at 99 % for ever."""
+    with pytest.raises(WorkloadTooLong, match="'endless'"):
+        run([rigid("ok", 0, 2, 50), rigid("endless", 10, 2, 1e300)])
+    with pytest.raises(WorkloadTooLong, match="'late'"):
+        run([rigid("late", MAX_SIMULATED_SECONDS, 1, 10)])
+    elastic = WorkloadJob("big", 0, "t", 1, 4, 1e300, profile="wide")
+    with pytest.raises(WorkloadTooLong):
+        run([elastic], policy="pollux")
+
+
+def test_no_simulation_runs_past_the_simulated_time_bound() -> None:
+    """Even when the check cannot see it coming (jobs that queue behind each other), the clock stops at the bound."""
+    day = 86_400.0
+    jobs = [rigid(f"q{n}", 0, 4, 200 * day) for n in range(4)]  # each fits alone; together they need 800 days
+    result = by_id(run(jobs))
+    assert sum(job.finish_time is not None for job in result.values()) == 2
 
 
 def test_a_power_cap_slows_jobs_down() -> None:

@@ -25,7 +25,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         now = timezone.now()
         try:
-            period = periods.parse(options["period"], now)
+            period = periods.parse(options["period"], now, services.first_data_day())
         except ValueError as error:
             raise CommandError(str(error)) from error
         tenant = None

@@ -1,0 +1,88 @@
+"""Issue 13, failures 3 and 5: what-ifs lost with a worker or the broker stayed "running" or queued for ever."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery.exceptions import SoftTimeLimitExceeded
+from django.utils import timezone
+
+from scheduler import whatif
+from scheduler.models import WhatIfRun, WhatIfStatus
+from scheduler.sim.runner import Scenario
+from scheduler.whatif import runs
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def scenario(settings, fixtures_dir: Path) -> Scenario:  # type: ignore[no-untyped-def]
+    settings.TRACES_DIR = fixtures_dir
+    return Scenario(trace="traces/native/workload.csv", policy="fifo", nodes=2, gpus_per_node=8, gpu_type="a100")
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    launched: list[int] = []
+    monkeypatch.setattr(runs, "launch_run", lambda run, app=None: launched.append(run.pk))
+    return launched
+
+
+def test_a_run_past_its_hard_limit_is_requeued_then_failed_after_its_attempts(scenario: Scenario, settings,
+                                                                              sent: list[int]) -> None:
+    run = whatif.create_run(scenario)
+    now = timezone.now()
+    past_limit = now - timedelta(seconds=settings.WHATIF_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS + 1)
+    WhatIfRun.objects.filter(pk=run.pk).update(status=WhatIfStatus.RUNNING, started_at=past_limit, attempts=1,
+                                               sent_at=now)
+    assert whatif.recover_runs(now)["requeued"] == 1
+    assert WhatIfRun.objects.get(pk=run.pk).status == WhatIfStatus.QUEUED
+    WhatIfRun.objects.filter(pk=run.pk).update(status=WhatIfStatus.RUNNING, started_at=past_limit,
+                                               attempts=settings.MAX_ATTEMPTS)
+    assert whatif.recover_runs(now)["failed"] == 1
+    run.refresh_from_db()
+    assert run.status == WhatIfStatus.FAILED and "lost" in run.error and run.finished_at is not None
+
+
+def test_a_run_still_queued_long_after_it_was_sent_is_sent_again(scenario: Scenario, settings,
+                                                                 sent: list[int]) -> None:
+    old, fresh = whatif.create_run(scenario), whatif.create_run(scenario)
+    long_ago = timezone.now() - timedelta(seconds=settings.RESEND_AFTER_SECONDS + 1)
+    WhatIfRun.objects.filter(pk=old.pk).update(sent_at=long_ago, created_at=long_ago)
+    WhatIfRun.objects.filter(pk=fresh.pk).update(sent_at=timezone.now())
+    assert whatif.recover_runs(timezone.now())["resent"] == 1 and sent == [old.pk]
+
+
+def test_a_run_that_hits_its_soft_time_limit_is_failed_with_the_reason(scenario: Scenario,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    def too_long(*_: Any, **__: Any) -> None:
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(runs, "run_scenario", too_long)
+    run = whatif.create_run(scenario)
+    assert whatif.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == WhatIfStatus.FAILED and "time limit" in run.error and run.attempts == 1
+
+
+def test_a_run_with_no_attempts_left_is_not_claimed(scenario: Scenario, settings) -> None:
+    run = whatif.create_run(scenario)
+    WhatIfRun.objects.filter(pk=run.pk).update(attempts=settings.MAX_ATTEMPTS)
+    assert whatif.execute_run(run.pk) is False
+
+
+def test_every_background_task_has_a_time_limit_and_rounds_have_a_queue_of_their_own(settings) -> None:
+    from cluster_ops.celery import app
+    from cluster_ops.reports import tasks as report_tasks
+    from scheduler import tasks
+
+    for task in (tasks.run_whatif, report_tasks.make, report_tasks.make_scheduled):
+        assert task.soft_time_limit and task.time_limit and task.time_limit > task.soft_time_limit
+    routes = settings.CELERY_TASK_ROUTES
+    on_rounds = {name for name, route in routes.items() if route["queue"] == settings.ROUND_QUEUE}
+    assert on_rounds == {"scheduler.run_round", "scheduler.feed_demo", "cluster_ops.heartbeat"}
+    assert routes["scheduler.run_whatif"]["queue"] == routes["reports.make"]["queue"] == settings.BACKGROUND_QUEUE
+    assert app.amqp.router.route({}, "scheduler.run_round")["queue"].name == "rounds"
