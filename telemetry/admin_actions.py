@@ -13,14 +13,14 @@ from django.template.response import TemplateResponse
 
 from scheduler.models import Gpu, Node
 
-from .power_caps import node_gpus, request_power_cap
+from .power_caps import CAP_POWER_PERMISSION, node_gpus, request_power_cap
 
 
 class PowerCapForm(forms.Form):
     watts = forms.IntegerField(label="Power limit (W)", min_value=1, help_text="applied to every GPU listed")
 
 
-@admin.action(description="Cap power…")
+@admin.action(description="Cap power…", permissions=["cap_power"])
 def cap_power(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: QuerySet) -> TemplateResponse | None:
     """Ask the limit; on submit request the caps and say what happened (a refusal names the GPUs and ranges)."""
     gpus = gpus_of(queryset)
@@ -41,6 +41,13 @@ def cap_power(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Quer
         "selected": queryset, "opts": queryset.model._meta, "checkbox": helpers.ACTION_CHECKBOX_NAME,
     }
     return TemplateResponse(request, "admin/telemetry/cap_power.html", context)
+
+
+class CapPowerPermission:
+    """Mixed into the GPU and node admins: the "Cap power…" action needs ``telemetry.cap_power``."""
+
+    def has_cap_power_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(CAP_POWER_PERMISSION)
 
 
 def gpus_of(queryset: QuerySet) -> list[Gpu]:

@@ -154,6 +154,8 @@ class PowerCap(models.Model):
     class Meta:
         ordering = ["-requested_at", "-id"]
         constraints = [models.CheckConstraint(condition=Q(requested_w__gt=0), name="powercap_positive")]
+        # Capping power changes hardware: its own permission, not implied by changing GPUs or nodes.
+        permissions = [("cap_power", "Can cap GPU power")]
 
     def __str__(self) -> str:
         return f"{self.gpu_id}: {self.requested_w} W ({self.status})"

@@ -37,6 +37,7 @@ from .storage import record_events
 logger = logging.getLogger(__name__)
 
 APPLY_TASK = "telemetry.apply_power_caps"
+CAP_POWER_PERMISSION = "telemetry.cap_power"  # PowerCap.Meta.permissions: needed in admin and the API alike
 NOT_SUPPORTED = "power limits are not supported/permitted on this GPU"
 NOT_PERMITTED = "not permitted: the node agent needs root or nvidia-smi -pm persistence"
 SIMULATED = "simulated"

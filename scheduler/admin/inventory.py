@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 
-from telemetry.admin_actions import cap_power
+from telemetry.admin_actions import CapPowerPermission, cap_power
 
 from .. import services
 from ..models import (
@@ -26,7 +26,7 @@ class GpuInline(admin.TabularInline):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(CapPowerPermission, admin.ModelAdmin):
     list_display = ("hostname", "schedulable", "gpu_count", "gpus_ok", "gpus_not_ok", "last_seen_at")
     list_filter = ("schedulable", "gpus__model")
     search_fields = ("hostname", "gpus__uuid")
@@ -62,7 +62,7 @@ class NodeAdmin(admin.ModelAdmin):
 
 
 @admin.register(Gpu)
-class GpuAdmin(admin.ModelAdmin):
+class GpuAdmin(CapPowerPermission, admin.ModelAdmin):
     list_display = ("__str__", "model", "memory_mib", "power_limit_w", "health_badge", "held_by")
     list_filter = ("health", "node", "model")
     search_fields = ("uuid", "node__hostname", "model")

@@ -1,4 +1,4 @@
-"""``POST /api/gpus/{id}/power-cap/``: an operator caps one GPU's power (staff only).
+"""``POST /api/gpus/{id}/power-cap/``: an operator caps one GPU's power (staff with ``telemetry.cap_power``).
 
 Parse → ``telemetry.power_caps.request_power_cap`` → the cap as stored: ``pending`` until the node agent has applied
 it (``applied``, with the limit NVML enforces) or NVML refused it (``refused``, with NVML's reason); a simulated GPU's
@@ -14,9 +14,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from telemetry.models import PowerCap
-from telemetry.power_caps import request_power_cap
+from telemetry.power_caps import CAP_POWER_PERMISSION, request_power_cap
 
 from ..models import Gpu
+from .permissions import HasPermission
 
 
 class PowerCapRequestSerializer(serializers.Serializer):
@@ -30,7 +31,8 @@ class PowerCapSerializer(serializers.ModelSerializer):
 
 
 class GpuPowerCapView(generics.GenericAPIView):
-    permission_classes = (IsAdminUser,)
+    permission_classes = (IsAdminUser, HasPermission)
+    required_permission = CAP_POWER_PERMISSION
     queryset = Gpu.objects.select_related("node")
     serializer_class = PowerCapRequestSerializer
 

@@ -17,6 +17,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer, ValidationError
@@ -25,7 +26,7 @@ from .. import intake, services
 from ..models import Job, JobState
 from ..refit import refit_job
 from .errors import field_errors
-from .permissions import JOB_TOKEN_HEADER, HasJobToken
+from .permissions import JOB_TOKEN_HEADER, HasJobToken, StaffHaveModelPermissions
 from .serializers import (
     CancelSerializer,
     JobChangeSerializer,
@@ -60,6 +61,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     """Jobs of the user's tenants (staff: all), newest first."""
 
     serializer_class = JobSerializer
+    permission_classes = (IsAuthenticated, StaffHaveModelPermissions)
     pagination_class = JobPagination
     filter_backends = [filters.DjangoFilterBackend]
     filterset_class = JobFilter
