@@ -14,10 +14,12 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
+from csp.constants import NONCE
 from django.core.management.utils import get_random_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -121,7 +123,8 @@ CSRF_COOKIE_NAME = "_csrf_token"  # the cookie Dash's renderer sends back as X-C
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
 SECURE_HSTS_PRELOAD = HTTPS
-if envbool("BEHIND_PROXY", False):
+BEHIND_PROXY = envbool("BEHIND_PROXY", False)
+if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_HTTPONLY = True
 
@@ -138,6 +141,8 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "django_plotly_dash.apps.DjangoPlotlyDashConfig",  # the dashboards (cluster_ops/dashboards/)
+    "axes",  # login lock-out (django-axes)
+    "csp",  # Content-Security-Policy (django-csp)
     "cluster_ops",
     "scheduler",
     "telemetry",
@@ -153,6 +158,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # after authentication: answers a locked-out login with 429
     "cluster_ops.middleware.DashFramesSameOrigin",  # after it: the embedded Dash apps may be framed by us
     "cluster_ops.middleware.DashCallbacksCsrf",  # their callbacks are csrf_exempt upstream; not here
     # Last: the {% plotly_* %} template tags need it (without it: AttributeError dpd_content_handler).
@@ -183,6 +190,16 @@ TEMPLATES = [
 
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", "").strip(), VAR_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Login lock-out (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one user name, or from one address,
+# further logins of that user or from that address are refused for AXES_COOLOFF_MINUTES, even with the right password.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per user and per address
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "cluster_ops.security.client_address"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -219,6 +236,30 @@ PLOTLY_COMPONENTS = ["dash_bootstrap_components", "dpd_components"]
 X_FRAME_OPTIONS = "DENY"
 # The Overview flags queued jobs that have waited longer than this.
 PENDING_ALERT_MINUTES = envint("PENDING_ALERT_MINUTES", 30, minimum=1)
+
+# --- Content-Security-Policy (django-csp) on every response --------------------------------------
+# Scripts only from us, plus the two inline scripts of Dash's page, by hash (Dash's own ``csp_hashes`` way; a test
+# recomputes them from the served page) and our templates' inline scripts by nonce. Styles may be inline: plotly.js
+# and React set them. Nothing is loaded from another origin; only our own pages may frame the Dash apps.
+DASH_INLINE_SCRIPT_HASHES = [
+    "'sha256-jZlsGVOhUAIcH+4PVs7QuGZkthRMgvT2n0ilH6/zTM0='",  # var renderer = new DashRenderer();
+    "'sha256-vKjpW9vbO8hHZzDW25gNX1m+/H5hAi3BCpgHSIEYFV8='",  # the Internet Explorer warning
+]
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'", NONCE, *DASH_INLINE_SCRIPT_HASHES],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "frame-src": ["'self'"],
+        "frame-ancestors": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+    },
+}
 
 # --- Redis and Celery -------------------------------------------------------------
 # The default is the embedded Redis that `make run` starts (scripts/embedded_redis.py).
@@ -287,6 +328,16 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Throttling (429 with Retry-After). Counts live in each web process's memory (Django's default cache): a
+    # limit holds per process, so N gunicorn workers allow up to N times the rate; never a Redis dependency, so
+    # the API keeps answering while Redis is down.
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle",
+                                 "rest_framework.throttling.UserRateThrottle"],
+    "NUM_PROXIES": 1 if BEHIND_PROXY else None,
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": envstr("API_ANON_RATE", "30/minute"), "user": envstr("API_USER_RATE", "1200/minute"),
+        "job-report": envstr("API_REPORT_RATE", "120/minute"),  # per job: workers report every few seconds
+    },
     "EXCEPTION_HANDLER": "scheduler.api.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {

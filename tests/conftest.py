@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
@@ -13,6 +14,12 @@ from scheduler import services
 from scheduler.models import Job, Node, Tenant
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def fresh_throttles() -> None:
+    """Throttle counts live in the cache: each test starts with none (ids repeat across tests)."""
+    cache.clear()
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from telemetry.power_caps import CAP_POWER_PERMISSION, request_power_cap
 
 from ..models import Gpu
 from .permissions import HasPermission
+from .throttles import ThrottleAnonymousRefusals
 
 
 class PowerCapRequestSerializer(serializers.Serializer):
@@ -30,7 +31,7 @@ class PowerCapSerializer(serializers.ModelSerializer):
         fields = ["id", "gpu", "requested_w", "requested_at", "status", "enforced_w", "message", "applied_at"]
 
 
-class GpuPowerCapView(generics.GenericAPIView):
+class GpuPowerCapView(ThrottleAnonymousRefusals, generics.GenericAPIView):
     permission_classes = (IsAdminUser, HasPermission)
     required_permission = CAP_POWER_PERMISSION
     queryset = Gpu.objects.select_related("node")

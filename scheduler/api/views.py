@@ -36,6 +36,7 @@ from .serializers import (
     ReportSerializer,
     SubmittedJobSerializer,
 )
+from .throttles import JobReportThrottle, ThrottleAnonymousRefusals
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,8 @@ class JobPagination(PageNumberPagination):
     max_page_size = 500
 
 
-class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class JobViewSet(ThrottleAnonymousRefusals, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                 viewsets.GenericViewSet):
     """Jobs of the user's tenants (staff: all), newest first."""
 
     serializer_class = JobSerializer
@@ -131,6 +133,7 @@ class JobReportView(generics.GenericAPIView):
 
     authentication_classes = ()
     permission_classes = (HasJobToken,)
+    throttle_classes = (JobReportThrottle,)
     queryset = Job.objects.all()
     serializer_class = ReportSerializer
 
