@@ -1,10 +1,11 @@
-"""The embedded Dash apps: who may frame them, and CSRF on their callbacks."""
+"""The embedded Dash apps: who may frame them, CSRF on their callbacks, and no 500 from a crafted callback."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 DASH_APP_PREFIX = "/django_plotly_dash/"
@@ -44,3 +45,28 @@ class DashCallbacksCsrf(CsrfViewMiddleware):
 
 def _checked(request: HttpRequest) -> HttpResponse:  # a stand-in view without csrf_exempt
     raise AssertionError("never called")
+
+
+logger = logging.getLogger(__name__)
+CRAFTED_CALLBACK = "The page sent values this view cannot show; reload the page."
+
+
+class DashCallbacksRefuseCraftedRequests:
+    """A callback request the app cannot answer (an unknown output id, a body that is not Dash's, a value no
+    control sends) is a 400 with a reason, never a 500: the callback endpoint takes anything a client posts.
+
+    Each callback validates the values it reads and explains an empty view itself; this is the net under them,
+    and it logs what it caught so that a real bug is still seen.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not (request.path.startswith(DASH_APP_PREFIX) and request.path.endswith(DASH_CALLBACK_SUFFIX)):
+            return None
+        logger.warning("refused a Dash callback on %s: %s: %s", request.path, type(exception).__name__, exception)
+        return JsonResponse({"error": CRAFTED_CALLBACK}, status=400)

@@ -162,6 +162,7 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # after authentication: answers a locked-out login with 429
     "cluster_ops.middleware.DashFramesSameOrigin",  # after it: the embedded Dash apps may be framed by us
     "cluster_ops.middleware.DashCallbacksCsrf",  # their callbacks are csrf_exempt upstream; not here
+    "cluster_ops.middleware.DashCallbacksRefuseCraftedRequests",  # a crafted callback is a 400, never a 500
     # Last: the {% plotly_* %} template tags need it (without it: AttributeError dpd_content_handler).
     "django_plotly_dash.middleware.BaseMiddleware",
 ]

@@ -6,6 +6,7 @@ Styling is Bootstrap (dash-bootstrap-components) from our own static files, plot
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -15,6 +16,7 @@ import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
 from dash import dcc, html
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django_plotly_dash import DjangoDash
 
 NO_TELEMETRY = "No telemetry yet — the collector starts within a minute."
@@ -83,6 +85,35 @@ def time_range(value: str | None) -> timedelta:
 def time_range_dropdown(component_id: str, value: str = DEFAULT_RANGE) -> dbc.Select:
     return dbc.Select(id=component_id, value=value, size="sm",
                       options=[{"label": r.label, "value": r.value} for r in TIME_RANGES])
+
+
+# --- values sent back by the browser (callbacks trust none of them) -------------------------------------
+
+
+MAX_ID = 2**63 - 1
+
+
+def record_id(value: Any) -> int | None:
+    """A row id chosen in a control: a positive integer (or its digits); None for anything else a request sent."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 19:
+        value = int(value)
+    return value if isinstance(value, int) and 0 < value <= MAX_ID else None
+
+
+def number(value: Any, field: str, low: float, high: float, default: float) -> float:
+    """A number typed into a control: ``default`` when empty; ``ValidationError`` naming ``field`` when it is not a
+    finite number within [low, high]."""
+    if value is None or value == "":
+        return default
+    try:
+        parsed = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError, OverflowError):
+        parsed = math.nan
+    if not (math.isfinite(parsed) and low <= parsed <= high):
+        raise ValidationError({field: f"Expected a number between {low:g} and {high:g}."})
+    return parsed
 
 
 # --- layout pieces ---------------------------------------------------------------------------

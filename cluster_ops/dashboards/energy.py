@@ -132,13 +132,21 @@ def init(_: int, *, user: Viewer, **__: object) -> tuple[list[dict[str, str]], l
               *(Input(f"energy-cap-{t}", "value") for t in CAP_TYPES))
 def cap_controls(cluster: str | None, _: int, *caps: float | None, **__: object) -> list[Any]:
     """Show a cap slider for each GPU type of the chosen cluster, and each type's power limit under its cap."""
-    present = set(cluster_gpu_types(cluster or LIVE_CLUSTER, timezone.now()))
+    chosen = cluster if isinstance(cluster, str) and (cluster == LIVE_CLUSTER or cluster in PRESET_LOADERS) else None
+    present = set(cluster_gpu_types(chosen or LIVE_CLUSTER, timezone.now()))
     styles = [{} if gpu_type in present else {"display": "none"} for gpu_type in CAP_TYPES]
-    limits = [f"{t} {DEFAULT_SPECS[t].tdp_w:.0f} → {(cap or 1.0) * DEFAULT_SPECS[t].tdp_w:.0f} W"
+    limits = [f"{t} {DEFAULT_SPECS[t].tdp_w:.0f} → {_cap_or_one(cap) * DEFAULT_SPECS[t].tdp_w:.0f} W"
               for t, cap in zip(CAP_TYPES, caps, strict=True) if t in present]
     if not limits:
         return [*styles, "No GPUs in this cluster yet: nothing to cap."]
     return [*styles, f"Power limit per GPU: {', '.join(limits)}."]
+
+
+def _cap_or_one(cap: Any) -> float:
+    try:
+        return common.number(cap, "cap", 0.1, 1.0, 1.0)
+    except ValidationError:
+        return 1.0  # only a label here; the what-if itself refuses the value
 
 
 CONTROLS = ["energy-source", "energy-days", "energy-cluster", "energy-max-jobs", "energy-policy",
@@ -147,20 +155,27 @@ CONTROLS = ["energy-source", "energy-days", "energy-cluster", "energy-max-jobs",
 
 
 def choices_from(values: list[Any]) -> Choices:
-    """The controls' values (``CONTROLS`` order) as ``Choices``; an empty number falls back to its default."""
+    """The controls' values (``CONTROLS`` order) as ``Choices``; an empty number falls back to its default, anything
+    that is not a value the control could send is a ``ValidationError`` naming the field."""
+    if len(values) != len(CONTROLS):
+        raise ValidationError({"controls": "The page sent a different set of settings; reload it."})
     source, days, cluster, max_jobs, policy, down, spares, min_off, load, pue, grid, price = values[:12]
-    caps = dict(zip(CAP_TYPES, values[12:], strict=True))
+    texts = {"source": source, "cluster": cluster, "policy": policy}
+    if not all(value is None or (isinstance(value, str) and len(value) <= 1000) for value in texts.values()):
+        raise ValidationError({name: "Expected a choice from the list." for name, value in texts.items()})
     default = Choices()
     return Choices(
-        source=source or HISTORY, days=min(MAX_DAYS, max(1, int(days or default.days))),
-        cluster=cluster or LIVE_CLUSTER,
-        max_jobs=int(max_jobs) if max_jobs else None, policy=policy or default.policy,
-        power_caps={gpu_type: float(cap or 1.0) for gpu_type, cap in caps.items()},
-        power_down_spares=int(spares or 0) if down else None,
-        min_off_seconds=60.0 * float(min_off if min_off is not None else 10), load_factor=float(load or 1.0),
-        pue=float(pue if pue is not None else default.pue),
-        grid_g_co2_per_kwh=float(grid if grid is not None else default.grid_g_co2_per_kwh),
-        price_per_kwh=float(price if price is not None else default.price_per_kwh),
+        source=source or HISTORY, days=int(common.number(days, "days", 1, MAX_DAYS, default.days)),
+        cluster=cluster or LIVE_CLUSTER, policy=policy or default.policy,
+        max_jobs=int(common.number(max_jobs, "max_jobs", 1, 10_000_000, 0)) or None,
+        power_caps={t: common.number(cap, f"power cap ({t})", 0.1, 1.0, 1.0)
+                    for t, cap in zip(CAP_TYPES, values[12:], strict=True)},
+        power_down_spares=int(common.number(spares, "spares", 0, 10_000, 0)) if down else None,
+        min_off_seconds=60.0 * common.number(min_off, "min_off", 0, 1440, 10),
+        load_factor=common.number(load, "load_factor", 0.01, 100, 1.0),
+        pue=common.number(pue, "pue", 1.0, 5.0, default.pue),
+        grid_g_co2_per_kwh=common.number(grid, "grid", 0, 5000, default.grid_g_co2_per_kwh),
+        price_per_kwh=common.number(price, "price", 0, 1000, default.price_per_kwh),
     )
 
 
@@ -201,11 +216,13 @@ def run_or_list(clicks: int | None, _: int, *values: Any, user: Viewer, **__: ob
                Output("energy-tenant-energy", "figure"), Output("energy-past", "children")],
               Input("energy-sweep", "value"), Input("energy-tick", "n_intervals"))
 def show(sweep_id: Any, _: int | None, *, user: Viewer, **__: object) -> tuple[Any, ...]:
-    view = sweep_view(int(sweep_id), user) if sweep_id not in (None, "") else None
+    chosen = common.record_id(sweep_id)
+    view = sweep_view(chosen, user) if chosen is not None else None
     past = past_table()
     if view is None:
-        empty = common.empty_figure(NO_RUN)
-        return (html.Div(NO_RUN, className="text-muted small"), True, None, empty, empty, empty, empty, past)
+        said = NO_RUN if sweep_id in (None, "") else "No such what-if: choose one from the list."
+        empty = common.empty_figure(said)
+        return (html.Div(said, className="text-muted small"), True, None, empty, empty, empty, empty, past)
     if not view.finished:
         waiting = common.empty_figure("Simulating… the comparison appears when every run has finished.")
         return progress_bars(view), False, None, waiting, waiting, waiting, waiting, past

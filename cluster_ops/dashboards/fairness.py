@@ -159,7 +159,10 @@ def pending_options(_: int, *, user: Viewer, **__: object) -> tuple[list[dict[st
 def pending_detail(job_id: Any, *, user: Viewer, **_: object) -> Any:
     if job_id in (None, ""):
         return html.Div("No job of yours is waiting for GPUs.", className="text-muted small p-2")
-    why = explain_pending(user, int(job_id), timezone.now())
+    chosen = common.record_id(job_id)
+    if chosen is None:
+        return html.Div("No such job: choose one from the list.", className="text-muted small p-2")
+    why = explain_pending(user, chosen, timezone.now())
     if why is None:
         return html.Div("That job is no longer waiting.", className="text-muted small p-2")
     return explanation(why)

@@ -154,7 +154,10 @@ def job_options(tenant: str | None, *, user: Viewer, **_: object) -> tuple[list[
 def goodput_chart(job_id: Any, *, user: Viewer, **_: object) -> go.Figure:
     if job_id in (None, ""):
         return common.empty_figure("No job to show: none of yours in this selection.")
-    data = goodput(user, int(job_id), timezone.now())
+    chosen = common.record_id(job_id)
+    if chosen is None:
+        return common.empty_figure("No such job: choose one from the list.")
+    data = goodput(user, chosen, timezone.now())
     return goodput_figure(data) if data else common.empty_figure("That job is not yours to see.")
 
 

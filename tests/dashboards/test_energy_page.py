@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 
 from cluster_ops.dashboards import energy
 from scheduler.models import WhatIfSweep
@@ -18,13 +19,16 @@ DEFAULTS = [HISTORY, 7, LIVE_CLUSTER, None, "fifo", [], 1, 10, 1.0, 1.58, 475, 0
 
 def test_controls_become_choices_with_bounds_and_defaults() -> None:
     caps = [0.7 if gpu_type == "a100" else None for gpu_type in energy.CAP_TYPES]
-    values = [HISTORY, 10_000, LIVE_CLUSTER, "", "pollux", ["on"], 2, 5, None, None, 0, 0.2, *caps]
+    values = [HISTORY, 90, LIVE_CLUSTER, "", "pollux", ["on"], 2, 5, None, None, 0, 0.2, *caps]
     choices = energy.choices_from(values)
     assert (choices.days, choices.max_jobs, choices.policy) == (90, None, "pollux")
     assert choices.power_caps["a100"] == 0.7 and choices.power_caps["t4"] == 1.0  # an empty slider: uncapped
     assert (choices.power_down_spares, choices.min_off_seconds, choices.load_factor) == (2, 300.0, 1.0)
     assert (choices.pue, choices.grid_g_co2_per_kwh, choices.price_per_kwh) == (1.58, 0.0, 0.2)
     assert energy.choices_from(DEFAULTS).power_down_spares is None  # the switch is off
+    with pytest.raises(ValidationError) as refused:  # out of range is refused by name, not clamped
+        energy.choices_from([HISTORY, 10_000, *values[2:]])
+    assert list(refused.value.message_dict) == ["days"]
 
 
 def test_a_tenant_user_cannot_start_a_what_if(history: History, vision_user: User) -> None:
