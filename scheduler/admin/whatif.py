@@ -12,6 +12,7 @@ from django.utils.html import format_html, format_html_join
 from .. import whatif
 from ..core.policy import policy_names
 from ..models import (
+    WHATIF_FINISHED,
     WhatIfRun,
     WhatIfStatus,
     WhatIfSweep,
@@ -23,6 +24,7 @@ from .common import ReadOnlyInline, badge
 WHATIF_COLOURS: dict[str, str] = {
     WhatIfStatus.QUEUED: "#52606d", WhatIfStatus.RUNNING: "#1570ef", WhatIfStatus.SUCCEEDED: "#027a48",
     WhatIfStatus.FAILED: "#b42318",
+    WhatIfStatus.CANCELLED: "#6c757d",
 }
 
 
@@ -152,7 +154,7 @@ class WhatIfSweepAdmin(ReadOnlyResultsAdmin):
     fields = readonly_fields = ("name", "created_by", "created_at", "comparison_table")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[WhatIfSweep]:
-        finished = Q(runs__status__in=[WhatIfStatus.SUCCEEDED, WhatIfStatus.FAILED])
+        finished = Q(runs__status__in=WHATIF_FINISHED)
         return super().get_queryset(request).annotate(n_runs=Count("runs"), n_finished=Count("runs", filter=finished))
 
     @admin.display(description="runs", ordering="n_runs")

@@ -8,11 +8,13 @@ from rest_framework.routers import SimpleRouter
 
 from .power_caps import GpuPowerCapView
 from .views import JobReportView, JobViewSet
+from .whatif import WhatIfViewSet
 
 app_name = "api"
 
 router = SimpleRouter()
 router.register("jobs", JobViewSet, basename="job")
+router.register("whatif", WhatIfViewSet, basename="whatif")
 
 urlpatterns: list[URLPattern] = [
     path("jobs/<int:pk>/report/", JobReportView.as_view(), name="job-report"),

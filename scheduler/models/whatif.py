@@ -12,9 +12,10 @@ class WhatIfStatus(models.TextChoices):
     RUNNING = "running", "running"
     SUCCEEDED = "succeeded", "succeeded"
     FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
 
 
-WHATIF_FINISHED = frozenset({WhatIfStatus.SUCCEEDED, WhatIfStatus.FAILED})
+WHATIF_FINISHED = frozenset({WhatIfStatus.SUCCEEDED, WhatIfStatus.FAILED, WhatIfStatus.CANCELLED})
 
 
 class WhatIfSweep(models.Model):
@@ -41,6 +42,9 @@ class WhatIfRun(models.Model):
     scenario = models.JSONField(help_text="Scenario.as_dict()")
     sweep = models.ForeignKey(WhatIfSweep, on_delete=models.CASCADE, null=True, blank=True, related_name="runs")
     status = models.CharField(max_length=10, choices=WhatIfStatus.choices, default=WhatIfStatus.QUEUED)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     progress = models.FloatField(default=0.0, help_text="fraction of the trace's jobs finished, 0..1")
     summary = models.JSONField(null=True, blank=True, help_text="the simulator's summary metrics")
     error = models.TextField(blank=True)

@@ -15,6 +15,7 @@ from .runs import (
     RUN_TASK,
     ProgressWriter,
     build_comparison,
+    cancel_run,
     caps_label,
     compare_sweep,
     create_run,
@@ -32,6 +33,6 @@ from .runs import (
 
 __all__ = [
     "FINISH_SWEEP_TASK", "LIMITS", "METRICS", "PARAMETERS", "RUN_TASK", "ProgressWriter", "build_comparison",
-    "caps_label", "compare_sweep", "create_run", "create_sweep", "create_sweep_of", "execute_run", "launch_run",
-    "launch_sweep", "recover_runs", "rerun", "scenario_from_dict", "sweep_scenarios", "validate_scenario",
+    "cancel_run", "caps_label", "compare_sweep", "create_run", "create_sweep", "create_sweep_of", "execute_run",
+    "launch_run", "launch_sweep", "recover_runs", "rerun", "scenario_from_dict", "sweep_scenarios", "validate_scenario",
 ]

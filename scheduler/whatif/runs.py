@@ -169,6 +169,26 @@ def launch_run(run: WhatIfRun, app: Celery | None = None) -> str:
     return run.celery_task_id
 
 
+def cancel_run(run: WhatIfRun, user: Actor = None, app: Celery | None = None) -> WhatIfRun:
+    """Cancel a queued or running run: it is marked cancelled at once, a running simulation's result is dropped
+    (``_finish`` writes only over a running row) and its task revoked (a queued message is skipped, a running one
+    stopped); a finished run is returned as it is."""
+    updated = WhatIfRun.objects.filter(pk=run.pk, status__in=[WhatIfStatus.QUEUED, WhatIfStatus.RUNNING]).update(
+        status=WhatIfStatus.CANCELLED, finished_at=timezone.now(), cancelled_by=_user(user))
+    run.refresh_from_db()
+    if updated and run.celery_task_id:
+        task_id = run.celery_task_id
+        transaction.on_commit(lambda: _revoke(task_id, app))
+    return run
+
+
+def _revoke(task_id: str, app: Celery | None) -> None:
+    try:
+        _app(app).control.revoke(task_id, terminate=True)
+    except Exception:  # the broker is down: the row says cancelled, and the result will be dropped anyway
+        logger.warning("could not revoke what-if task %s", task_id, exc_info=True)
+
+
 def recover_runs(now: datetime, app: Celery | None = None) -> dict[str, int]:
     """Beat's repair of work lost outside the database (``RECOVER_SECONDS``); returns what it did, by kind.
 

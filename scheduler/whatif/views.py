@@ -13,7 +13,7 @@ from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 
-from scheduler.models import Tenant, WhatIfRun, WhatIfStatus, WhatIfSweep
+from scheduler.models import WHATIF_FINISHED, Tenant, WhatIfRun, WhatIfStatus, WhatIfSweep
 from scheduler.sim.catalogue import TRADE_OFF
 
 from . import runs
@@ -40,7 +40,7 @@ class SweepView:
 
     @property
     def finished(self) -> bool:
-        return all(run.status in (WhatIfStatus.SUCCEEDED, WhatIfStatus.FAILED) for run in self.runs)
+        return all(run.status in WHATIF_FINISHED for run in self.runs)
 
     @property
     def progress(self) -> float:
@@ -107,6 +107,8 @@ def past_sweeps(limit: int = 50) -> list[PastSweep]:
 def _state(members: list[WhatIfRun]) -> str:
     if any(run.status == WhatIfStatus.FAILED for run in members):
         return "failed"
+    if any(run.status == WhatIfStatus.CANCELLED for run in members):
+        return "cancelled"
     if members and all(run.status == WhatIfStatus.SUCCEEDED for run in members):
         return "done"
     done = sum(run.progress for run in members) / len(members) if members else 0.0

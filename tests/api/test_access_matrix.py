@@ -92,6 +92,11 @@ API_CALLS = [
     Call("post", "/api/jobs/{job}/report/", {"progress": 1, "throughput": 1, "batch_size": 1, "gpus": 1},
          (403, 403, 403, 403)),
     Call("get", "/api/schema/", None, (401, 200, 200, 200)),
+    # What-ifs: everyone reads (scoped figures), only staff create (a trace that does not exist is a 400 here).
+    Call("get", "/api/whatif/", None, (401, 200, 200, 200)),
+    Call("post", "/api/whatif/", {"trace": "no/such.csv"}, (401, 403, 403, 400)),
+    Call("get", "/api/whatif/999999/", None, (401, 404, 404, 404)),
+    Call("post", "/api/whatif/999999/cancel/", None, (401, 403, 403, 404)),
 ]
 
 
