@@ -12,10 +12,16 @@ from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler
 
 
+BODY = "body"  # the field a 400 names when the request body as a whole is not JSON
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, plus Django's ``ValidationError`` (raised by the services) as a 400."""
+    """DRF's handler, plus Django's ``ValidationError`` (raised by the services) as a 400, and a body that is not
+    JSON (NaN, Infinity, a syntax error) as a 400 naming ``body``: every 400 names what is wrong."""
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(detail=field_errors(exc))
+    elif isinstance(exc, exceptions.ParseError):
+        exc = exceptions.ValidationError(detail={BODY: [str(exc.detail)]})
     return exception_handler(exc, context)
 
 
