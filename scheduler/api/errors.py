@@ -11,7 +11,6 @@ from rest_framework.response import Response
 from rest_framework.settings import api_settings
 from rest_framework.views import exception_handler
 
-
 BODY = "body"  # the field a 400 names when the request body as a whole is not JSON
 
 
