@@ -110,8 +110,11 @@ def submit(app: App, n: int, attempts: int = 20) -> int:
 
 def test_concurrent_submissions_are_stored_exactly_once(app: App) -> None:
     work = sorted([*range(JOBS), *range(0, JOBS, JOBS // DUPLICATED)])  # a duplicate right beside its twin
+    started = time.perf_counter()
     with ThreadPoolExecutor(THREADS) as pool:
         codes = Counter(pool.map(lambda n: submit(app, n), work))
+    print(f"\n{len(work)} concurrent submissions, {THREADS} threads: {time.perf_counter() - started:.1f} s, "
+          f"codes {dict(codes)}")
     # 201 when stored by this request, 200 when an earlier one had stored it (a twin, or a
     # try whose answer was lost); never an error once the retries are done.
     assert set(codes) <= {200, 201} and codes[200] >= DUPLICATED and codes.total() == len(work), codes
@@ -120,3 +123,36 @@ def test_concurrent_submissions_are_stored_exactly_once(app: App) -> None:
             "SELECT COUNT(*), COUNT(DISTINCT name), COUNT(DISTINCT client_key) FROM scheduler_job"
         ).fetchone()
     assert (total, names, keys) == (JOBS, JOBS, JOBS)
+
+
+GETS, GET_THREADS = 300, 16
+
+
+def timed_get(app: App, path: str) -> tuple[int, float]:
+    request = urllib.request.Request(f"{app.base}{path}", headers={"Authorization": f"Token {app.token}"})
+    started = time.perf_counter()
+    code = 0
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+            code = response.status
+    except urllib.error.HTTPError as error:
+        code = error.code
+    except OSError:
+        pass
+    return code, time.perf_counter() - started
+
+
+def test_a_burst_of_reads_is_answered_within_the_user_rate(app: App) -> None:
+    """300 GETs of one user's job list at once (the issue's burst): every one 200, none throttled (the user rate is
+    per web process, 1,200 a minute), and the latencies printed for the README's load figures."""
+    for n in range(50):
+        submit(app, 1000 + n)
+    with ThreadPoolExecutor(GET_THREADS) as pool:
+        answers = list(pool.map(lambda _: timed_get(app, "/api/jobs/"), range(GETS)))
+    codes = Counter(code for code, _ in answers)
+    times = sorted(seconds for _, seconds in answers)
+    p50, p99 = times[len(times) // 2], times[int(len(times) * 0.99) - 1]
+    print(f"\n{GETS} GETs /api/jobs/ (50 jobs), {GET_THREADS} threads: p50 {p50 * 1000:.0f} ms, "
+          f"p99 {p99 * 1000:.0f} ms, codes {dict(codes)}")
+    assert codes == Counter({200: GETS}), codes

@@ -15,12 +15,13 @@ from cluster_ops.models import Heartbeat
 from cluster_ops.services import HEARTBEAT_TASK
 
 from .conftest import wait_until
+from .processes import ALL_QUEUES
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
 def test_a_worker_runs_the_heartbeat_sent_through_redis(redis_celery_app: Celery) -> None:
-    with start_worker(redis_celery_app, pool="solo", perform_ping_check=False):
+    with start_worker(redis_celery_app, pool="solo", perform_ping_check=False, queues=ALL_QUEUES.split(",")):
         first = redis_celery_app.send_task(HEARTBEAT_TASK).get(timeout=30)
         second = redis_celery_app.send_task(HEARTBEAT_TASK).get(timeout=30)
     assert (first["beats"], second["beats"]) == (1, 2)
@@ -34,7 +35,7 @@ def test_beat_schedules_the_heartbeat_from_the_database(redis_celery_app: Celery
     beat = Service(redis_celery_app, max_interval=0.5,
                    scheduler_cls="django_celery_beat.schedulers:DatabaseScheduler")
     beat_thread = threading.Thread(target=run_closing_connections, args=(beat.start,), daemon=True)
-    with start_worker(redis_celery_app, pool="solo", perform_ping_check=False):
+    with start_worker(redis_celery_app, pool="solo", perform_ping_check=False, queues=ALL_QUEUES.split(",")):
         beat_thread.start()
         try:
             assert wait_until(lambda: Heartbeat.objects.filter(beats__gte=2).exists(), seconds=30)

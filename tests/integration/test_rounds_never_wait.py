@@ -63,8 +63,9 @@ def test_live_rounds_keep_their_interval_while_what_ifs_fill_the_background_work
         app = Celery("sender", set_as_current=False)
         app.config_from_object("django.conf:settings", namespace="CELERY")
         app.conf.update(broker_url=redis.url, result_backend=redis.url)
-        for run in runs:
-            whatif.launch_run(run, app)
+        for run in runs:  # as a web process with the workers' WHATIF_TIME_LIMIT_SECONDS sends them (the sender's
+            # registered task puts its limits in the message, and this test process's are the default 1,800 s)
+            app.send_task(whatif.RUN_TASK, args=(run.pk,), soft_time_limit=TIME_LIMIT, time_limit=TIME_LIMIT + 30)
         tails = "\n".join(service.tail(2000) for service in stack)
         assert wait_until(lambda: WhatIfRun.objects.filter(status=WhatIfStatus.RUNNING).count() == 2, 60), tails
         busy_since = timezone.now()

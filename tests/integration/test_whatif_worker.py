@@ -13,17 +13,19 @@ from scheduler.models import WhatIfStatus, WhatIfSweep
 from scheduler.sim.runner import Scenario
 
 from .conftest import wait_until
+from .processes import ALL_QUEUES
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-TRACE = Path(__file__).resolve().parents[1] / "fixtures" / "pollux" / "workloads-realistic" / "workload-1.csv"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
-def test_a_worker_runs_a_sweep_sent_through_redis_and_fills_the_comparison(redis_celery_app: Celery) -> None:
-    base = Scenario(trace=str(TRACE), nodes=2)
+def test_a_worker_runs_a_sweep_sent_through_redis_and_fills_the_comparison(redis_celery_app: Celery, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.TRACES_DIR = FIXTURES
+    base = Scenario(trace="pollux/workloads-realistic/workload-1.csv", nodes=2)
     sweep = whatif.create_sweep(base, ["fifo", "pollux"], [1.0, 0.7], [1.0], name="worker sweep")
 
-    with start_worker(redis_celery_app, pool="solo", perform_ping_check=False):
+    with start_worker(redis_celery_app, pool="solo", perform_ping_check=False, queues=ALL_QUEUES.split(",")):
         whatif.launch_sweep(sweep, app=redis_celery_app)  # autocommit: enqueued at once
         assert wait_until(lambda: WhatIfSweep.objects.get(pk=sweep.pk).comparison is not None, seconds=60)
 
