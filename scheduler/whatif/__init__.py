@@ -9,7 +9,6 @@ reads runs back as a viewer may see them, with the trade-off between two. The En
 
 from .runs import (
     FINISH_SWEEP_TASK,
-    LIMITS,
     METRICS,
     PARAMETERS,
     RUN_TASK,
@@ -32,7 +31,7 @@ from .runs import (
 )
 
 __all__ = [
-    "FINISH_SWEEP_TASK", "LIMITS", "METRICS", "PARAMETERS", "RUN_TASK", "ProgressWriter", "build_comparison",
+    "FINISH_SWEEP_TASK", "METRICS", "PARAMETERS", "RUN_TASK", "ProgressWriter", "build_comparison",
     "cancel_run", "caps_label", "compare_sweep", "create_run", "create_sweep", "create_sweep_of", "execute_run",
     "launch_run", "launch_sweep", "recover_runs", "rerun", "scenario_from_dict", "sweep_scenarios", "validate_scenario",
 ]

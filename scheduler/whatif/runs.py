@@ -46,7 +46,6 @@ RUN_TASK = "scheduler.run_whatif"
 FINISH_SWEEP_TASK = "scheduler.finish_sweep"
 PROGRESS_STEP = 0.05  # write progress when it moved this much ...
 PROGRESS_INTERVAL_S = 1.0  # ... or when it moved at all and this long has passed since the last write
-LIMITS = scenario_rules.LIMITS
 SWEEP_AXES = {"policy": "policies", "power_cap_fraction": "power_caps", "load_factor": "load_factors"}
 # Metrics a sweep compares, and which way is better (the catalogue's).
 METRICS: Mapping[str, str] = {metric.key: str(metric.better) for metric in COMPARED}
@@ -76,8 +75,6 @@ def scenario_from_dict(data: Mapping[str, Any]) -> Scenario:
         return scenario_rules.scenario_from_dict(data)
     except ScenarioError as error:
         raise ValidationError(error.errors) from None
-    except TypeError:  # a positional or duplicate argument cannot come from a mapping; kept for safety
-        raise ValidationError({"scenario": "Not a scenario."}) from None
 
 
 # --- runs -----------------------------------------------------------------------------
