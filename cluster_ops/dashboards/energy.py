@@ -19,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from scheduler.rounds import scheduler_settings
+from scheduler.sim.metrics import SimulationSummary
 from scheduler.sim.presets import PRESET_LOADERS
 from scheduler.whatif.history import HISTORY, LIVE_CLUSTER, Choices, cluster_gpu_types, policy_options, start_whatif
 from scheduler.whatif.traces import trace_files
@@ -247,7 +248,7 @@ def progress_bars(view: SweepView) -> Any:
     return html.Div([html.Div(view.name, className="small fw-semibold mb-1"), *rows], className=state)
 
 
-def _succeeded(view: SweepView) -> list[tuple[str, dict[str, Any]]]:
+def _succeeded(view: SweepView) -> list[tuple[str, SimulationSummary]]:
     return [(run.label, run.summary) for run in view.runs if run.status == "succeeded" and run.summary]
 
 
@@ -292,14 +293,15 @@ def change_figure(view: SweepView) -> go.Figure:
 
 
 def scatter_figure(view: SweepView) -> go.Figure:
-    done = [(label, s) for label, s in _succeeded(view) if s.get("avg_jct_s") is not None]
+    done = [(label, s, s.avg_jct_s, s.p99_jct_s) for label, s in _succeeded(view)
+            if s.avg_jct_s is not None and s.p99_jct_s is not None]
     if not done:
         return common.empty_figure("No run completed a job: no JCT to plot.")
     fig = go.Figure()
-    for i, (label, s) in enumerate(done):
+    for i, (label, s, average, p99) in enumerate(done):
         colour = _run_colour(i)
         fig.add_trace(go.Scatter(
-            name=label, x=[s["avg_jct_s"] / 3600, s["p99_jct_s"] / 3600], y=[s["facility_kwh"]] * 2,
+            name=label, x=[average / 3600, p99 / 3600], y=[s.facility_kwh] * 2,
             mode="lines+markers", marker={"symbol": ["circle", "circle-open"], "size": 12, "color": colour},
             line={"color": colour, "dash": "dot"},
             hovertemplate="%{x:.2f} h JCT, %{y:,.1f} kWh<extra>" + label + "</extra>",

@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from scheduler.models import WhatIfRun, WhatIfStatus
+from scheduler.sim.metrics import SimulationSummary
 from scheduler.whatif.views import trade_off
 from telemetry.queries import JobIdle
 
@@ -106,7 +107,8 @@ def _scenario_key(scenario: dict[str, Any]) -> str:
 
 def _compare(base: WhatIfRun, run: WhatIfRun) -> tuple[float, Recommendation] | None:
     """(energy change, recommendation) when the capped run meets the thresholds."""
-    changes = {c.metric: c for c in trade_off(base.summary or {}, run.summary or {})}
+    changes = {c.metric: c for c in trade_off(SimulationSummary.from_dict(base.summary or {}),
+                                              SimulationSummary.from_dict(run.summary or {}))}
     energy, jct = changes["facility energy"], changes["average JCT"]
     if energy.change is None or jct.change is None:
         return None

@@ -84,7 +84,8 @@ class WhatIfRunSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(OpenApiTypes.OBJECT)
     def get_summary(self, run: WhatIfRun) -> dict[str, Any] | None:
-        return views.shown_summary(run.summary, self.context["visible"])
+        shown = views.shown_summary(run.summary, self.context["visible"])
+        return None if shown is None else shown.as_dict()
 
     def get_error(self, run: WhatIfRun) -> str:
         return views.shown_error(run, self.context["request"].user)

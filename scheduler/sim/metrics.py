@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -66,7 +66,7 @@ class SimulationSummary:
     cost: float
     power_cap_fraction: float
     power_caps_by_type: dict[str, float]  # GPU types with a cap of their own (the others: power_cap_fraction)
-    unallocated_energy_kwh: float  # powered GPUs that no job held
+    unallocated_energy_kwh: float | None  # powered GPUs that no job held (None: not this viewer's to see)
     rounds: int
     wall_s: float
     tenants: dict[str, dict[str, Any]] = field(default_factory=dict)  # tenant → ``tenant_breakdown`` figures
@@ -74,6 +74,15 @@ class SimulationSummary:
     def as_dict(self) -> dict[str, Any]:
         """The summary as a flat dict, keyed by field name (JSON-serialisable)."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SimulationSummary:
+        """A stored summary (``as_dict``) read back typed; a figure an older run did not record is None, a key this
+        version does not know is left out."""
+        values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(cls)}
+        values["tenants"] = dict(data.get("tenants") or {})
+        values["power_caps_by_type"] = dict(data.get("power_caps_by_type") or {})
+        return cls(**values)
 
 
 def percentile(values: Iterable[float], q: float) -> float | None:

@@ -7,6 +7,7 @@ and settings. The Energy page, the what-if API and the reports read runs through
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from django.contrib.auth.models import AnonymousUser, User
 
 from scheduler.models import WHATIF_FINISHED, Tenant, WhatIfRun, WhatIfStatus, WhatIfSweep
 from scheduler.sim.catalogue import TRADE_OFF
+from scheduler.sim.metrics import SimulationSummary
 
 from . import runs
 
@@ -27,7 +29,7 @@ class RunView:
     label: str  # "baseline (tiresias)", "what-if (pollux, cap 0.8)"
     status: str
     progress: float
-    summary: dict[str, Any] | None
+    summary: SimulationSummary | None  # as the viewer may see it (``shown_summary``)
     error: str
 
 
@@ -69,13 +71,16 @@ def shown_error(run: WhatIfRun, viewer: Viewer) -> str:
     return run.error if viewer.is_staff else HIDDEN_ERROR
 
 
-def shown_summary(summary: dict[str, Any] | None, visible: set[str] | None) -> dict[str, Any] | None:
-    """The summary with only the ``visible`` tenants' figures (None: all, and the GPUs no tenant held)."""
-    if summary is None or visible is None:
+def shown_summary(stored: dict[str, Any] | None, visible: set[str] | None) -> SimulationSummary | None:
+    """A run's stored summary, typed, with only the ``visible`` tenants' figures (None: all, and the energy of the
+    GPUs no tenant held, which is no tenant's to see)."""
+    if stored is None:
+        return None
+    summary = SimulationSummary.from_dict(stored)
+    if visible is None:
         return summary
-    tenants = {name: figures for name, figures in summary.get("tenants", {}).items() if name in visible}
-    hidden = {"tenants", "unallocated_energy_kwh"}
-    return {**{key: value for key, value in summary.items() if key not in hidden}, "tenants": tenants}
+    tenants = {name: figures for name, figures in summary.tenants.items() if name in visible}
+    return dataclasses.replace(summary, tenants=tenants, unallocated_energy_kwh=None)
 
 
 def _run_label(run: WhatIfRun, index: int) -> str:
@@ -132,9 +137,10 @@ class Comparison:
         return self.value / self.baseline - 1
 
 
-def trade_off(baseline: dict[str, Any], other: dict[str, Any]) -> list[Comparison]:
+def trade_off(baseline: SimulationSummary, other: SimulationSummary) -> list[Comparison]:
     """The catalogue's trade-off figures (energy, CO₂, cost, JCT) of ``other`` against ``baseline``."""
-    return [Comparison(m.label, m.unit, m.shown(baseline.get(m.key)), m.shown(other.get(m.key))) for m in TRADE_OFF]
+    return [Comparison(m.label, m.unit, m.shown(getattr(baseline, m.key)), m.shown(getattr(other, m.key)))
+            for m in TRADE_OFF]
 
 
 def _scaled(value: Any, scale: float) -> float | None:
@@ -150,7 +156,7 @@ class TenantTimes:
 
 def tenant_times(view: SweepView, visible: set[str] | None) -> list[TenantTimes]:
     """Per tenant in ``visible`` (None: all), average and p99 JCT (hours) in each run (``summary["tenants"]``)."""
-    summaries = [run.summary or {} for run in view.runs]
+    summaries = [run.summary for run in view.runs]
     return [
         TenantTimes(name, _per_run(summaries, name, "avg_jct_s", 1 / 3600),
                     _per_run(summaries, name, "p99_jct_s", 1 / 3600))
@@ -172,33 +178,32 @@ class TenantEnergy:
 def tenant_energy(view: SweepView, visible: set[str] | None) -> list[TenantEnergy]:
     """Per tenant in ``visible``, the facility energy, CO₂ and cost of the GPUs its jobs held in each run; for staff
     (``visible`` None) also the idle GPUs' share, which is no tenant's."""
-    summaries = [run.summary or {} for run in view.runs]
+    summaries = [run.summary for run in view.runs]
     rows = [
         TenantEnergy(name, *(_per_run(summaries, name, key, 1.0) for key in ("facility_kwh", "co2_kg", "cost")))
         for name in _tenant_names(summaries, visible)
     ]
-    if visible is None and any("unallocated_energy_kwh" in s for s in summaries):
+    if visible is None and any(s is not None and s.unallocated_energy_kwh is not None for s in summaries):
         columns = zip(*(_unallocated(s) for s in summaries), strict=True)
         rows.append(TenantEnergy(UNALLOCATED, *(list(column) for column in columns)))
     return rows
 
 
-def _unallocated(summary: dict[str, Any]) -> tuple[float | None, float | None, float | None]:
+def _unallocated(summary: SimulationSummary | None) -> tuple[float | None, float | None, float | None]:
     """(facility kWh, kg CO₂, cost) of the idle GPUs: their share of the run's IT energy, priced like the whole."""
-    it_kwh, idle_kwh = summary.get("energy_kwh"), summary.get("unallocated_energy_kwh")
-    if not it_kwh or idle_kwh is None:
+    if summary is None or not summary.energy_kwh or summary.unallocated_energy_kwh is None:
         return None, None, None
-    share = idle_kwh / it_kwh
-    return summary["facility_kwh"] * share, summary["co2_kg"] * share, summary["cost"] * share
+    share = summary.unallocated_energy_kwh / summary.energy_kwh
+    return summary.facility_kwh * share, summary.co2_kg * share, summary.cost * share
 
 
-def _tenant_names(summaries: list[dict[str, Any]], visible: set[str] | None) -> list[str]:
-    return sorted(name for name in {n for s in summaries for n in s.get("tenants", {})}
+def _tenant_names(summaries: list[SimulationSummary | None], visible: set[str] | None) -> list[str]:
+    return sorted(name for name in {n for s in summaries if s is not None for n in s.tenants}
                   if visible is None or name in visible)
 
 
-def _per_run(summaries: list[dict[str, Any]], tenant: str, key: str, scale: float) -> list[float | None]:
-    return [_scaled(s.get("tenants", {}).get(tenant, {}).get(key), scale) for s in summaries]
+def _per_run(summaries: list[SimulationSummary | None], tenant: str, key: str, scale: float) -> list[float | None]:
+    return [_scaled(s.tenants.get(tenant, {}).get(key), scale) if s is not None else None for s in summaries]
 
 
 def visible_tenant_names(user: Viewer) -> set[str] | None:

@@ -96,7 +96,7 @@ def test_a_what_if_runs_and_compares_against_its_baseline(
     assert baseline is not None and what_if is not None
     rows = {row.metric: row for row in views.trade_off(baseline, what_if)}
     assert rows["facility energy"].change is not None and rows["facility energy"].change < 0  # capped and off
-    assert rows["CO₂"].value == pytest.approx(what_if["facility_kwh"] * 0.1)
+    assert rows["CO₂"].value == pytest.approx(what_if.facility_kwh * 0.1)
     times = views.tenant_times(view, None)
     assert [t.tenant for t in times] == ["language", "vision"] and all(v is not None for v in times[0].avg_jct_h)
     assert [t.tenant for t in views.tenant_times(view, {"vision"})] == ["vision"]
@@ -104,8 +104,8 @@ def test_a_what_if_runs_and_compares_against_its_baseline(
     energy = views.tenant_energy(view, None)
     assert [row.tenant for row in energy] == ["language", "vision", views.UNALLOCATED]
     for i, summary in enumerate((baseline, what_if)):
-        assert sum(row.facility_kwh[i] for row in energy) == pytest.approx(summary["facility_kwh"])
-        assert sum(row.co2_kg[i] for row in energy) == pytest.approx(summary["co2_kg"])
+        assert sum(row.facility_kwh[i] for row in energy) == pytest.approx(summary.facility_kwh)
+        assert sum(row.co2_kg[i] for row in energy) == pytest.approx(summary.co2_kg)
         assert all(row.facility_kwh[i] > 0 for row in energy[:2])
     assert [row.tenant for row in views.tenant_energy(view, {"vision"})] == ["vision"]
     past = views.past_sweeps()

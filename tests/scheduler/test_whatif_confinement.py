@@ -100,7 +100,9 @@ def test_a_sweep_view_shows_tenants_only_their_tenants_figures(db: None) -> None
     summary = {"avg_jct_s": 10.0, "unallocated_energy_kwh": 3.0, "tenants": {"vision": {"jobs": 1},
                                                                             "language": {"jobs": 2}}}
     shown = views.shown_summary(summary, {"vision"})
-    assert shown == {"avg_jct_s": 10.0, "tenants": {"vision": {"jobs": 1}}}
-    assert views.shown_summary(summary, None) == summary
+    assert shown is not None and shown.avg_jct_s == 10.0 and shown.tenants == {"vision": {"jobs": 1}}
+    assert shown.unallocated_energy_kwh is None  # the idle GPUs' energy is no tenant's
+    full = views.shown_summary(summary, None)
+    assert full is not None and full.unallocated_energy_kwh == 3.0 and set(full.tenants) == {"vision", "language"}
     assert WhatIfSweep.objects.count() == 0
     assert dataclasses.is_dataclass(views.RunView)

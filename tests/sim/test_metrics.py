@@ -198,3 +198,15 @@ def test_metrics_module_imports_no_framework() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(metrics.__file__).parents[2])
     assert out.stdout.strip() == "[]"
+
+
+def test_a_stored_summary_reads_back_typed_and_an_older_one_too() -> None:
+    """``SimulationSummary`` stays typed until rendered: the stored JSON reads back equal; an older run's summary
+    (before per-tenant energy) reads back with None for what it did not record, and a key now unknown is dropped."""
+    from scheduler.sim.metrics import SimulationSummary
+
+    stored = {"policy": "fifo", "jobs": 3, "completed": 3, "avg_jct_s": 10.0, "energy_kwh": 2.0, "retired": 1}
+    old = SimulationSummary.from_dict(stored)
+    assert (old.policy, old.avg_jct_s, old.unallocated_energy_kwh, old.tenants) == ("fifo", 10.0, None, {})
+    assert "retired" not in old.as_dict()
+    assert SimulationSummary.from_dict(old.as_dict()) == old
