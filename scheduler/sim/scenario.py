@@ -171,14 +171,19 @@ def _policy_errors(scenario: Scenario) -> dict[str, str]:
     return {}
 
 
+def _one_of(name: Any, names: Mapping[str, Any] | Sequence[str]) -> bool:
+    # A name must be a string before it is looked up: a list or an object from JSON is unhashable.
+    return isinstance(name, str) and name in names
+
+
 def _setting_errors(scenario: Scenario) -> dict[str, str]:
     errors = {}
-    if scenario.format not in FORMATS:
+    if not _one_of(scenario.format, FORMATS):
         errors["format"] = f"Unknown trace format {_shown(scenario.format)}; expected one of {', '.join(FORMATS)}."
-    if scenario.preset is not None and scenario.preset not in PRESET_LOADERS:
+    if scenario.preset is not None and not _one_of(scenario.preset, PRESET_LOADERS):
         errors["preset"] = (f"Unknown cluster preset {_shown(scenario.preset)}; "
                             f"expected one of {', '.join(PRESET_LOADERS)}.")
-    if scenario.preset is None and scenario.gpu_type not in DEFAULT_SPECS:
+    if scenario.preset is None and not _one_of(scenario.gpu_type, DEFAULT_SPECS):
         known = ", ".join(DEFAULT_SPECS)
         errors["gpu_type"] = f"Unknown GPU type {_shown(scenario.gpu_type)}; expected one of {known}."
     for flag in ("elastic", "charge_first_start", "measured_profiles"):
@@ -204,7 +209,7 @@ def _type_caps_problem(caps: Any) -> str | None:
         return f"Expected GPU types with their cap fractions, got {_shown(caps)}."
     low, high = LIMITS["power_cap_fraction"]
     for gpu_type, cap in caps.items():
-        if gpu_type not in DEFAULT_SPECS:
+        if not _one_of(gpu_type, DEFAULT_SPECS):
             return f"Unknown GPU type {_shown(gpu_type)}; expected one of {', '.join(DEFAULT_SPECS)}."
         if isinstance(cap, bool) or not isinstance(cap, int | float) or not (math.isfinite(cap) and low <= cap <= high):
             return f"The cap of {gpu_type} must be a number between {low:g} and {high:g}, got {_shown(cap)}."
@@ -219,7 +224,7 @@ def _node_groups_problem(groups: Any) -> str | None:
         if not isinstance(group, list | tuple) or len(group) != 3:
             return f"Expected [gpu_type, gpus_per_node, nodes] groups, got {_shown(group)}."
         kind, per_node, count = group
-        if kind not in DEFAULT_SPECS:
+        if not _one_of(kind, DEFAULT_SPECS):
             return f"Unknown GPU type {_shown(kind)}; expected one of {', '.join(DEFAULT_SPECS)}."
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in (per_node, count)) or not (
             1 <= per_node <= LIMITS["gpus_per_node"][1] and 1 <= count <= LIMITS["nodes"][1]
