@@ -108,10 +108,7 @@ def rescale_to_measurements(
 
 def scale_perf(perf: PerfParams, compute: float, sync: float) -> PerfParams:
     """``perf`` with (α_c, β_c) multiplied by ``compute`` and every sync term by ``sync``."""
-    return PerfParams(
-        perf.alpha_c * compute, perf.beta_c * compute, perf.alpha_n * sync, perf.beta_n * sync,
-        perf.alpha_r * sync, perf.beta_r * sync, perf.gamma,
-    )
+    return perf.scaled(compute, sync)
 
 
 def _profile_model(job: Job) -> tuple[str, GoodputModel] | None:

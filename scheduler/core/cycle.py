@@ -64,10 +64,13 @@ class _Outcome:
     placements: Mapping[str, tuple[str, ...]]  # job id → GPUs after the round; absent: none
     reasons: tuple[Mapping[str, str], ...]  # job id → why, one mapping per stage: a later stage's reason wins
     batch_sizes: Mapping[str, int]
+    type_notes: Mapping[str, str]  # job id → why it went on its GPU type, added to its reason
 
     def decide(self, job: JobInfo) -> Decision:
         reason = next((stage[job.id] for stage in reversed(self.reasons) if job.id in stage), None)
-        return _decide(job, self.placements.get(job.id, ()), reason, self.batch_sizes.get(job.id))
+        decision = _decide(job, self.placements.get(job.id, ()), reason, self.batch_sizes.get(job.id))
+        note = self.type_notes.get(job.id)
+        return decision._replace(reason=f"{decision.reason}; {note}") if note else decision
 
     def changes(self) -> tuple[Decision, ...]:
         """Decisions for the jobs whose GPUs change, in snapshot order.
@@ -127,9 +130,10 @@ def run_cycle(
         counts, quota_reasons = reclaim_for_owners(admitted, counts)
         stage_reasons.update(quota_reasons)
     # A policy that places node by node (Pollux) moves a growing job whole onto one node rather than spread it.
-    placed = place(admitted, counts, consolidate=getattr(policy, "consolidates_on_growth", False))
+    placed = place(admitted, counts, consolidate=getattr(policy, "consolidates_on_growth", False),
+                   gpu_types=result.gpu_types)
     stages = (result.reasons, stage_reasons, placed.notes, placed.unplaced, rejected)
-    outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes)
+    outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes, placed.type_notes)
     changes = outcome.changes()
     new_state = {"policy": result.state, "rescales": _record_rescales(history, snap.jobs, changes, snap.now)}
     return CycleResult(changes, new_state, result.wake_at, outcome)
@@ -138,12 +142,13 @@ def run_cycle(
 def admit(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, dict[str, str]]:
     """The snapshot without jobs that cannot run on this cluster at all, and why each was left out."""
     by_type, rejected = snap.usable_by_type, {}
-    total = sum(by_type.values())
+    one_type = max(by_type.values(), default=0)  # a job never spans GPU types
     for job in snap.jobs:
-        usable = by_type.get(job.gpu_type, 0) if job.gpu_type else total
+        usable = by_type.get(job.gpu_type, 0) if job.gpu_type else one_type
         if job.min_gpus > usable:
             kind = f"{job.gpu_type} " if job.gpu_type else ""
-            rejected[job.id] = f"unschedulable: needs {job.min_gpus} {kind}GPUs, the cluster has {usable} usable"
+            rejected[job.id] = (f"unschedulable: needs {job.min_gpus} {kind}GPUs, the cluster has {usable} usable"
+                                + ("" if job.gpu_type else " of any one type"))
     if not rejected:
         return snap, rejected  # the common case: no second snapshot to build and validate
     jobs = tuple(job for job in snap.jobs if job.id not in rejected)
@@ -164,7 +169,23 @@ def checked_counts(snap: ClusterSnapshot, result: PolicyResult, policy: str) -> 
             raise PolicyContractError(f"{policy}: job {job.id} got {gpus} GPUs, bounds {job.min_gpus}..{job.max_gpus}")
     if not demand_fits(snap, counts):
         raise PolicyContractError(f"{policy}: GPUs over capacity ({sum(counts.values())} given)")
+    _check_types(snap, counts, result.gpu_types, policy)
     return counts
+
+
+def _check_types(snap: ClusterSnapshot, counts: Mapping[str, int], gpu_types: Mapping[str, str], policy: str) -> None:
+    """A type a policy chose must exist, be the job's own if it requires one, and hold all it was given."""
+    if not gpu_types:
+        return
+    usable, given = snap.usable_by_type, dict.fromkeys(snap.usable_by_type, 0)
+    required = {job.id: job.gpu_type for job in snap.jobs}
+    for job_id, gpu_type in gpu_types.items():
+        if job_id not in counts or gpu_type not in usable or required[job_id] not in (None, gpu_type):
+            raise PolicyContractError(f"{policy}: job {job_id} cannot go on GPU type {gpu_type!r}")
+        given[gpu_type] += counts[job_id]
+    over = [t for t, count in given.items() if count > usable[t]]
+    if over:
+        raise PolicyContractError(f"{policy}: more {over[0]} GPUs given ({given[over[0]]}) than usable")
 
 
 def stabilise(

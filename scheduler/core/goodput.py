@@ -48,6 +48,13 @@ class PerfParams:
         if self.gamma < 1:
             raise ValueError("gamma must be ≥ 1")
 
+    def scaled(self, compute: float, sync: float) -> PerfParams:
+        """These parameters with (α_c, β_c) multiplied by ``compute`` and every sync term by ``sync``."""
+        return PerfParams(
+            self.alpha_c * compute, self.beta_c * compute, self.alpha_n * sync, self.beta_n * sync,
+            self.alpha_r * sync, self.beta_r * sync, self.gamma,
+        )
+
 
 @dataclass(frozen=True)
 class GoodputModel:
@@ -59,6 +66,8 @@ class GoodputModel:
     min_local_bsz: int  # per-GPU batch limits (memory, profile range)
     max_local_bsz: int
     noise_scale: float  # φ used when the job has reported none
+    # Not measured on its type: how it was estimated (speed.estimated_model), shown wherever the model is.
+    estimated_from: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.init_batch_size <= self.max_batch_size:

@@ -7,7 +7,11 @@ Rules, in order of importance:
 3. fewest nodes per job, without stranding GPUs: a job that fits on one node goes to the
    node with the least room that still fits it (best fit); a larger job takes whole free
    nodes and best-fits its remainder;
-4. an untyped job stays on one GPU type when one type can hold it.
+4. a job never spans GPU types (as in Sia): it goes on the type a policy chose for it
+   (``PolicyResult.gpu_types``), else the type it requires, else the type it holds, else, among the types
+   with room for it, the one where it goes fastest (``speed.job_speed`` on each), and says so in
+   ``type_notes`` ("on a100: 2.7× its v100 speed"); ties go to the type it fits tightest. An elastic job
+   that no one type has room for gets as many GPUs of one type as there are, if that is ≥ its minimum.
 Large jobs are placed first. A job that cannot be placed gets no GPUs and a reason.
 Nodes are kept in buckets by free-GPU count, so each choice costs O(GPUs per node).
 """
@@ -16,9 +20,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 
+from .speed import held_type, job_speed
 from .types import ClusterSnapshot, JobInfo
 
 
@@ -27,6 +32,7 @@ class PlacementResult:
     placements: Mapping[str, tuple[str, ...]]  # job id → GPU ids, for every job given > 0 GPUs
     unplaced: Mapping[str, str]  # job id → why it got no GPUs
     notes: Mapping[str, str]  # job id → why it got fewer GPUs than its target (it kept what it held)
+    type_notes: Mapping[str, str] = field(default_factory=dict)  # job id → why it went on the type it went on
 
 
 class _FreeGpus:
@@ -93,65 +99,113 @@ class _FreeGpus:
         return next(iter(self.buckets[gpu_type][size]))
 
 
-def place(snap: ClusterSnapshot, targets: Mapping[str, int], consolidate: bool = False) -> PlacementResult:
+def place(
+    snap: ClusterSnapshot, targets: Mapping[str, int], consolidate: bool = False,
+    gpu_types: Mapping[str, str] | None = None,
+) -> PlacementResult:
     """Concrete GPUs for every job with a positive target count.
 
     ``consolidate``: a growing job that does not fit on its own node but fits whole on another
     moves there instead of spanning nodes (``_grow``), for policies that place node by node.
+    ``gpu_types``: the GPU type a policy chose for a job (it moves there if it holds another).
     """
-    index = snap.index
+    index, chosen = snap.index, gpu_types or {}
     kept: dict[str, tuple[str, ...]] = {}  # job id → GPUs it keeps, for every job with a target
     growing: list[JobInfo] = []  # jobs that need GPUs beyond those they keep
     for job in snap.jobs:
         count = targets.get(job.id, 0)
         if not count:
             continue
-        if count == len(job.placement) and job.gpu_type is None and index.usable.issuperset(job.placement):
+        wanted = chosen.get(job.id) or job.gpu_type
+        if count == len(job.placement) and wanted is None and index.usable.issuperset(job.placement):
             kept[job.id] = job.placement  # the common case, inline: it keeps what it holds and needs no more
             continue
-        kept[job.id] = _kept_gpus(job, count, index.usable, index.node_of, index.type_of)
+        kept[job.id] = _kept_gpus(job, count, index.usable, index.node_of, index.type_of, wanted)
         if len(kept[job.id]) < count:
             growing.append(job)
     if not growing:  # nobody needs new GPUs: no pool to build
         return PlacementResult(kept, {}, {})
     # Only growing jobs draw from the pool, so only they need placing in order; the others keep theirs.
     pool = _FreeGpus(snap, kept.values())
-    placements, unplaced, notes = dict(kept), {}, {}
+    placements, unplaced = dict(kept), {}
+    notes: dict[str, str] = {}
+    type_notes: dict[str, str] = {}
     for job in sorted(growing, key=lambda j: (-targets[j.id], j.submit_time, j.id)):
         have, need = kept[job.id], targets[job.id] - len(kept[job.id])
-        grown = _grow(pool, job, have, need, index.node_of, consolidate)
+        wanted = chosen.get(job.id) or job.gpu_type or (held_type(job, snap) if have else None)
+        types = [wanted] if wanted else _fastest_with_room(snap, pool, job, targets[job.id], type_notes)
+        grown = _grow(pool, job, have, need, index.node_of, types, consolidate)
+        if grown is None and not have and not wanted and job.elastic:
+            grown = _largest_on_one_type(pool, job, index.node_of, notes)
         if grown is not None:
             placements[job.id] = grown
         elif len(have) >= job.min_gpus:  # could not grow: keep running as it is
-            notes[job.id] = f"kept {len(have)} GPUs: {_why_unplaced(pool, job, need)}"
+            notes[job.id] = f"kept {len(have)} GPUs: {_why_unplaced(pool, job, need, types)}"
         else:
-            unplaced[job.id] = _why_unplaced(pool, job, need)
+            unplaced[job.id] = _why_unplaced(pool, job, need, types)
             del placements[job.id]
             _put_back(pool, have, index.node_of)
-    return PlacementResult(placements, unplaced, notes)
+    for job_id in type_notes.keys() - placements.keys():
+        del type_notes[job_id]
+    return PlacementResult(placements, unplaced, notes, type_notes)
+
+
+def _fastest_with_room(
+    snap: ClusterSnapshot, pool: _FreeGpus, job: JobInfo, count: int, type_notes: dict[str, str]
+) -> list[str]:
+    """The one type to place a new untyped job on: among those with ``count`` free GPUs, the one where it goes
+    fastest, ties to the tightest fit (a job without a profile is as fast everywhere); noted when it matters."""
+    fitting = [t for t, total in pool.totals.items() if total >= count]
+    if not fitting:
+        return []
+    if len(snap.gpus_by_type) == 1:
+        return fitting
+    speeds = {t: job_speed(job, snap, count, gpu_type=t) for t in snap.gpus_by_type}
+    best = min(fitting, key=lambda t: (-speeds[t], pool.totals[t], t))
+    others = sorted((speed, t) for t, speed in speeds.items() if t != best)
+    if others and speeds[best] > 0 and others[-1][0] > 0 and speeds[best] != others[-1][0]:
+        speed, other = others[-1]
+        type_notes[job.id] = f"on {best}: {speeds[best] / speed:.1f}× its {other} speed"
+    return [best]
+
+
+def _largest_on_one_type(
+    pool: _FreeGpus, job: JobInfo, node_of: Mapping[str, str], notes: dict[str, str]
+) -> tuple[str, ...] | None:
+    """As many GPUs of one type as are free (the type with most), if that is at least ``job.min_gpus``."""
+    if not pool.totals:
+        return None
+    most, gpu_type = max((total, t) for t, total in pool.totals.items())
+    if most < job.min_gpus:
+        return None
+    got = _pack(pool, [gpu_type], min(most, job.max_gpus))
+    if got is not None:
+        notes[job.id] = f"placed on {len(got)} {gpu_type} GPUs: a job stays on one GPU type"
+    return tuple(got) if got is not None else None
 
 
 def _kept_gpus(
-    job: JobInfo, count: int, usable: frozenset[str], node_of: Mapping[str, str], type_of: Mapping[str, str]
+    job: JobInfo, count: int, usable: frozenset[str], node_of: Mapping[str, str], type_of: Mapping[str, str],
+    wanted: str | None,
 ) -> tuple[str, ...]:
-    """The GPUs ``job`` keeps: its usable ones (of its type), fullest nodes first, at most ``count``."""
+    """The GPUs ``job`` keeps: its usable ones (of the ``wanted`` type), fullest nodes first, at most ``count``."""
     if count >= len(job.placement) and usable.issuperset(job.placement) and (
-        job.gpu_type is None or all(type_of[gpu] == job.gpu_type for gpu in job.placement)
+        wanted is None or all(type_of[gpu] == wanted for gpu in job.placement)
     ):
         return job.placement  # the common case: it keeps everything it holds (the round sees it unchanged)
     per_node: dict[str, list[str]] = {}
     for gpu in job.placement:
-        if gpu in usable and (job.gpu_type is None or type_of[gpu] == job.gpu_type):
+        if gpu in usable and (wanted is None or type_of[gpu] == wanted):
             per_node.setdefault(node_of[gpu], []).append(gpu)
     ordered = sorted(per_node.values(), key=lambda ids: (-len(ids), ids[0]))
     return tuple(gpu for ids in ordered for gpu in ids)[:count]
 
 
 def _grow(
-    pool: _FreeGpus, job: JobInfo, kept: Sequence[str], need: int, node_of: Mapping[str, str],
+    pool: _FreeGpus, job: JobInfo, kept: Sequence[str], need: int, node_of: Mapping[str, str], types: list[str],
     consolidate: bool = False,
 ) -> tuple[str, ...] | None:
-    """``job``'s GPUs grown by ``need``: on its own nodes first, then packed; None if impossible.
+    """``job``'s GPUs grown by ``need``: on its own nodes first, then packed on ``types``; None if impossible.
 
     ``consolidate``: unless it fits on its own (one) node, a job that fits whole on one node
     moves there (best fit), leaving the GPUs it held. A job that grows restarts anyway
@@ -162,7 +216,6 @@ def _grow(
     """
     own_nodes = sorted({node_of[gpu] for gpu in kept})
     if consolidate and (len(own_nodes) != 1 or len(pool.free(own_nodes[0])) < need):
-        types = [pool.type_of[own_nodes[0]]] if own_nodes else _types_for(pool, job, need)
         node = pool.best_fit(types, len(kept) + need) if own_nodes else None
         if node is not None:
             moved = pool.take(node, len(kept) + need)
@@ -173,20 +226,11 @@ def _grow(
         extra += pool.take(node, need - len(extra))
     if len(extra) == need:
         return (*kept, *extra)
-    types = [pool.type_of[own_nodes[0]]] if own_nodes else _types_for(pool, job, need - len(extra))
     rest = _pack(pool, types, need - len(extra))
     if rest is None:
         _put_back(pool, extra, node_of)
         return None
     return (*kept, *extra, *rest)
-
-
-def _types_for(pool: _FreeGpus, job: JobInfo, need: int) -> list[str]:
-    """GPU types to draw from: the job's own; else the single type that fits tightest; else all."""
-    if job.gpu_type:
-        return [job.gpu_type]
-    fitting = sorted((total, t) for t, total in pool.totals.items() if total >= need)
-    return [fitting[0][1]] if fitting else sorted(pool.totals, key=lambda t: (-pool.totals[t], t))
 
 
 def _pack(pool: _FreeGpus, types: list[str], need: int) -> list[str] | None:
@@ -210,7 +254,9 @@ def _put_back(pool: _FreeGpus, gpus: Iterable[str], node_of: Mapping[str, str]) 
         pool.put_back(node, ids)
 
 
-def _why_unplaced(pool: _FreeGpus, job: JobInfo, need: int) -> str:
-    kind = f"{job.gpu_type} " if job.gpu_type else ""
-    free = pool.total([job.gpu_type] if job.gpu_type else list(pool.totals))
-    return f"cannot place: {need} more {kind}GPUs needed, {free} free"
+def _why_unplaced(pool: _FreeGpus, job: JobInfo, need: int, types: list[str]) -> str:
+    kinds = types or ([job.gpu_type] if job.gpu_type else [])
+    kind = f"{kinds[0]} " if len(kinds) == 1 else ""
+    free = max((pool.total([t]) for t in (kinds or pool.totals)), default=0)
+    where = "" if kinds else " on any one type"
+    return f"cannot place: {need} more {kind}GPUs needed, {free} free{where}"

@@ -1,32 +1,126 @@
 """How fast a job progresses on k GPUs: the one speed function every policy and the simulator use.
 
-A job with a workload profile goes as its fitted goodput model says (goodput.py): at the
-best batch size when the batch is tuned (``adaptive``, Pollux tunes it; so does a job
-that asked for no particular batch), else at the global batch the job asked for. A job
-without a profile (a rigid trace job) progresses one work unit per second at
-``min_gpus`` and, if a policy gives it more, linearly faster.
-"""
+A job with a workload profile goes as its fitted goodput model (goodput.py) *on the GPU type it holds*
+says, or would hold (``priced_type``: its GPUs' type, else its required type, else the type where it goes
+fastest); a type its profile never measured gets an estimate (``estimated_model``). It goes at the best
+batch size when the batch is tuned (``adaptive``, Pollux tunes it; so does a job that asked for no
+particular batch), else at the global batch the job asked for. A job without a profile (a rigid trace job)
+progresses one work unit per second at ``min_gpus`` on any type and, if a policy gives it more, linearly
+faster."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .goodput import GoodputModel
+from .gpu_types import PEAK_FP32_SOURCE, relative_speed
 from .types import ClusterSnapshot, JobInfo
 
 
 def model_for(job: JobInfo, snap: ClusterSnapshot, gpu_type: str | None = None) -> GoodputModel | None:
-    """The job's goodput model on ``gpu_type`` (its required type, else the cluster's most common)."""
+    """The job's goodput model on ``gpu_type``, by default the type it is priced on (``priced_type``).
+
+    A type its profile has no measurement for gets an estimate (``estimated_model``); None for a job
+    without a profile.
+    """
     by_type = snap.profiles.get(job.profile) if job.profile else None
     if not by_type:
         return None
-    wanted = gpu_type or job.gpu_type or dominant_gpu_type(snap)
-    # A profile measured on other hardware still ranks allocations sensibly: use its first type.
-    return (by_type.get(wanted) if wanted else None) or by_type[sorted(by_type)[0]]
+    wanted = gpu_type or priced_type(job, snap)
+    if wanted is None:  # a cluster without GPUs: any model ranks nothing
+        return by_type[sorted(by_type)[0]]
+    return by_type.get(wanted) or estimated_model(by_type, wanted)
+
+
+def priced_type(job: JobInfo, snap: ClusterSnapshot) -> str | None:
+    """The GPU type a job's speed is priced on: that of the GPUs it holds; else the type it requires; else the
+    type where it would go fastest (``fastest_type``, where the round's placement puts it)."""
+    if job.placement:
+        return held_type(job, snap)
+    return job.gpu_type or fastest_type(job, snap)
+
+
+def held_type(job: JobInfo, snap: ClusterSnapshot) -> str | None:
+    """The type of the GPUs ``job`` holds (of most of them, should a policy ever span types)."""
+    type_of = snap.index.type_of
+    types = [type_of[gpu] for gpu in job.placement if gpu in type_of]
+    if not types:
+        return job.gpu_type
+    if types.count(types[0]) == len(types):
+        return types[0]
+    return max(sorted(set(types)), key=types.count)
+
+
+_PREFERENCES: dict[tuple, tuple[object, object, tuple[str, ...]]] = {}
+
+
+def fastest_type(job: JobInfo, snap: ClusterSnapshot) -> str | None:
+    """The GPU type where ``job`` goes fastest at ``min_gpus``, among the types with that many usable GPUs."""
+    usable = snap.usable_by_type
+    preferred = type_preference(job, snap)
+    return next((t for t in preferred if usable.get(t, 0) >= job.min_gpus), preferred[0] if preferred else None)
+
+
+def type_preference(job: JobInfo, snap: ClusterSnapshot) -> tuple[str, ...]:
+    """The cluster's GPU types, fastest for ``job`` (at ``min_gpus``) first.
+
+    Ties (a job without a profile goes equally fast everywhere) go to the type with the most usable GPUs, then
+    by name. Remembered per kind of job and cluster: jobs of one profile, size and batch share the answer.
+    """
+    by_type = snap.profiles.get(job.profile) if job.profile else None
+    index = snap.index
+    key = (id(by_type), id(index), job.min_gpus, job.batch_size, job.grad_noise_scale)
+    cached = _PREFERENCES.get(key)
+    if cached is not None and cached[0] is by_type and cached[1] is index:
+        return cached[2]
+    usable = snap.usable_by_type
+    types = sorted(snap.gpus_by_type)
+    speeds = dict.fromkeys(types, 0.0)
+    if len(types) > 1 and by_type:
+        speeds = {t: job_speed(job, snap, job.min_gpus, gpu_type=t) for t in types}
+    preferred = tuple(sorted(types, key=lambda t: (-speeds[t], -usable.get(t, 0), t)))
+    if len(_PREFERENCES) >= 4096:
+        _PREFERENCES.clear()
+    _PREFERENCES[key] = (by_type, index, preferred)
+    return preferred
+
+
+_ESTIMATES: dict[tuple[int, str], tuple[object, GoodputModel]] = {}
+
+
+def estimated_model(by_type: Mapping[str, GoodputModel], gpu_type: str) -> GoodputModel:
+    """A profile's model on a type it was never measured on, marked ``estimated_from``.
+
+    As Sia bootstraps an unseen type (Jayaram Subramanya et al., SOSP'23, §3.1: a known type's throughput
+    times the ratio of the two types' speeds): the measured type nearest in peak FP32 throughput
+    (``gpu_types.PEAK_FP32_TFLOPS``), its compute time divided by the ratio of the two peaks, its
+    communication and batch limits kept. A type without a published figure gets the nearest model unscaled.
+    A job's own reports replace the estimate once it has run there (``scheduler.refit``).
+    """
+    key = (id(by_type), gpu_type)
+    cached = _ESTIMATES.get(key)
+    if cached is not None and cached[0] is by_type:
+        return cached[1]
+    measured = sorted(by_type)
+    known = [t for t in measured if relative_speed(gpu_type, t) is not None]
+    if not known:
+        reference = measured[0]
+        model = replace(by_type[reference], estimated_from=f"{reference}, unscaled (no speed figure for {gpu_type})")
+    else:
+        reference = min(known, key=lambda t: abs(math.log(relative_speed(gpu_type, t) or 1.0)))
+        ratio = relative_speed(gpu_type, reference) or 1.0
+        base = by_type[reference]
+        model = replace(base, perf=base.perf.scaled(1 / ratio, 1.0),
+                        estimated_from=f"{reference} × {ratio:.2f} by {PEAK_FP32_SOURCE}")
+    if len(_ESTIMATES) >= 1024:
+        _ESTIMATES.clear()
+    _ESTIMATES[key] = (by_type, model)
+    return model
 
 
 def dominant_gpu_type(snap: ClusterSnapshot) -> str | None:
@@ -43,14 +137,18 @@ def fewest_nodes(gpus: int, node_size: int) -> int:
     return math.ceil(gpus / node_size) if gpus > 0 else 0
 
 
-def speed_table(job: JobInfo, snap: ClusterSnapshot, up_to: int | None = None, adaptive: bool = False) -> NDArray:
-    """Speed (work units/s) at 0, 1, …, ``up_to`` GPUs (default ``max_gpus``), packed on fewest nodes."""
+def speed_table(
+    job: JobInfo, snap: ClusterSnapshot, up_to: int | None = None, adaptive: bool = False, gpu_type: str | None = None
+) -> NDArray:
+    """Speed (work units/s) at 0, 1, …, ``up_to`` GPUs (default ``max_gpus``), packed on fewest nodes of
+    ``gpu_type`` (default: the type the job is priced on, ``priced_type``)."""
     top = job.max_gpus if up_to is None else up_to
     counts = np.arange(top + 1)
-    model = model_for(job, snap)
+    kind = gpu_type or priced_type(job, snap)
+    model = model_for(job, snap, kind)
     if model is None:
         return np.where(counts >= job.min_gpus, counts / job.min_gpus, 0.0)
-    nodes = np.ceil(counts / gpus_per_node(snap, job.gpu_type))
+    nodes = np.ceil(counts / gpus_per_node(snap, kind))
     if job.batch_size and not adaptive:
         return model.speed_at_batch(nodes, counts, job.batch_size, _noise(job, model))[0]
     return model.speed(nodes, counts, job.grad_noise_scale)
@@ -61,18 +159,20 @@ def _noise(job: JobInfo, model: GoodputModel) -> float:
 
 
 def speed_tables(jobs: Iterable[JobInfo], snap: ClusterSnapshot, adaptive: bool = False) -> dict[str, NDArray]:
-    """``speed_table`` for many jobs at once: jobs sharing a model and batch are priced in one numpy pass."""
+    """``speed_table`` for many jobs at once: jobs sharing a model, node size and batch are priced in one numpy
+    pass."""
     tables: dict[str, NDArray] = {}
     groups: dict[tuple[int, int, int | None], list[JobInfo]] = {}
     models: dict[int, GoodputModel] = {}
     for job in jobs:
-        model = model_for(job, snap)
+        kind = priced_type(job, snap)
+        model = model_for(job, snap, kind)
         if model is None:
             tables[job.id] = speed_table(job, snap)
             continue
         models[id(model)] = model
         batch = None if adaptive else job.batch_size
-        groups.setdefault((id(model), gpus_per_node(snap, job.gpu_type), batch), []).append(job)
+        groups.setdefault((id(model), gpus_per_node(snap, kind), batch), []).append(job)
     for (model_id, node_size, batch), members in groups.items():
         model = models[model_id]
         counts = np.arange(max(job.max_gpus for job in members) + 1)
@@ -83,19 +183,21 @@ def speed_tables(jobs: Iterable[JobInfo], snap: ClusterSnapshot, adaptive: bool 
 
 
 def job_speed(
-    job: JobInfo, snap: ClusterSnapshot, gpus: int, nodes: int | None = None, batch_size: int | None = None
+    job: JobInfo, snap: ClusterSnapshot, gpus: int, nodes: int | None = None, batch_size: int | None = None,
+    gpu_type: str | None = None,
 ) -> float:
-    """Work units per second for ``job`` on ``gpus`` GPUs over ``nodes`` nodes (default: fewest).
+    """Work units per second for ``job`` on ``gpus`` GPUs of ``gpu_type`` over ``nodes`` nodes.
 
-    At ``batch_size`` if given (a policy chose it), else at the job's own batch if it asked
-    for one, else at the best batch.
+    By default on the type it is priced on (``priced_type``) and on fewest nodes. At ``batch_size`` if given
+    (a policy chose it), else at the job's own batch if it asked for one, else at the best batch.
     """
     if gpus <= 0:
         return 0.0
-    model = model_for(job, snap)
+    kind = gpu_type or priced_type(job, snap)
+    model = model_for(job, snap, kind)
     if model is None:
         return gpus / job.min_gpus if gpus >= job.min_gpus else 0.0
-    node_count = nodes if nodes is not None else fewest_nodes(gpus, gpus_per_node(snap, job.gpu_type))
+    node_count = nodes if nodes is not None else fewest_nodes(gpus, gpus_per_node(snap, kind))
     batch = batch_size or job.batch_size
     if batch:
         return float(model.speed_at_batch(node_count, gpus, batch, _noise(job, model))[0, 0])

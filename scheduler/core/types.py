@@ -242,12 +242,16 @@ class ClusterSnapshot:
 
 @dataclass(frozen=True)
 class PolicyResult:
-    """A policy's answer: a GPU count per job (0 or within its bounds), and why.
+    """A policy's answer: a configuration per job — a GPU count (0 or within its bounds), optionally its GPU
+    type — and why.
 
-    ``allocations`` names every job of the snapshot. ``batch_sizes`` is set by policies
-    that choose a job's global batch (Pollux). ``wake_at`` is the earliest time at which
-    the policy would decide differently with no arrival or completion (a queue promotion,
-    a starvation guard): the simulator runs event-driven policies again then.
+    ``allocations`` names every job of the snapshot. ``gpu_types`` is set by policies that choose the type
+    of a job's GPUs (Sia): job id → one of the cluster's types (the job's own if it requires one); placement
+    puts the job there, moving it off another type. A job it does not name goes where the round chooses
+    (placement: the type it holds, else the fastest with room). A job never spans types.
+    ``batch_sizes`` is set by policies that choose a job's global batch (Pollux). ``wake_at`` is the earliest
+    time at which the policy would decide differently with no arrival or completion (a queue promotion, a
+    starvation guard): the simulator runs event-driven policies again then.
     """
 
     allocations: Mapping[str, int]
@@ -255,3 +259,4 @@ class PolicyResult:
     reasons: Mapping[str, str] = field(default_factory=dict)
     batch_sizes: Mapping[str, int] = field(default_factory=dict)
     wake_at: float | None = None
+    gpu_types: Mapping[str, str] = field(default_factory=dict)

@@ -10,3 +10,4 @@ from . import tiresias  # noqa: F401
 from . import optimus  # noqa: F401
 from . import afs  # noqa: F401
 from . import pollux  # noqa: F401
+from . import sia  # noqa: F401

@@ -17,7 +17,7 @@ from operator import attrgetter
 from numpy.typing import NDArray
 
 from ..capacity import Capacity
-from ..speed import speed_tables
+from ..speed import held_type, speed_tables, type_preference
 from ..types import ClusterSnapshot, JobInfo
 
 Grants = tuple[dict[str, int], dict[str, str]]
@@ -102,6 +102,8 @@ def _all_fit(jobs: Sequence[JobInfo], capacity: Capacity) -> bool:
     """
     if sum(job.min_gpus for job in jobs) > capacity.total_free:
         return False
+    if len(capacity.types) > 1 and any(job.gpu_type is None for job in jobs):
+        return False  # each untyped job must fit on one type: the walk books them
     typed: dict[str, int] = {}
     for job in jobs:
         if job.gpu_type is not None:
@@ -140,31 +142,55 @@ class _Tally:
     instead of once per job. A typed job draws from its type and from the total, an untyped
     one from the total only: what a job can still get is min(its type's free GPUs at the
     start less what this call gave that type, the total free at the start less all it gave).
+    On a cluster of several GPU types a job never spans types, so an untyped job can get only
+    what one type has free: each is booked on one, the type it holds if that has room, else the
+    fastest for it with room (``speed.type_preference``), as placement will put it.
     """
 
     def __init__(self, snap: ClusterSnapshot, capacity: Capacity) -> None:
-        self.capacity, self.empty_cluster = capacity, Capacity(snap)
+        self.snap, self.capacity, self.empty_cluster = snap, capacity, Capacity(snap)
         self.total_at_start = self.total_free = capacity.total_free
         self.typed_at_start: dict[str, int] = {}  # GPU type → its free GPUs when first met
         self.typed_free: dict[str, int] = {}  # GPU type → its free GPUs, counting down
         self.usable: dict[str | None, int] = {}  # GPU type (None: any) → usable on the empty cluster
         self.sample: dict[str | None, JobInfo] = {}  # GPU type → a job of it, to book GPUs with
+        self.mixed = len(capacity.types) > 1
+        self.free_on = {t: capacity.free_on(t) for t in capacity.types} if self.mixed else {}
+        self.untyped_on: dict[str, int] = {}  # GPU type → GPUs booked there for untyped jobs (mixed clusters)
 
     def limits(self, job: JobInfo) -> tuple[int, int]:
         """(GPUs usable on the empty cluster, GPUs still free) for ``job``'s type."""
         gpu_type = job.gpu_type
         if gpu_type not in self.usable:
-            self.usable[gpu_type] = self.empty_cluster.free_for(job)
+            mixed_untyped = self.mixed and gpu_type is None
+            self.usable[gpu_type] = self.empty_cluster.one_type_most if mixed_untyped else (
+                self.empty_cluster.free_for(job))
             self.sample[gpu_type] = job
             if gpu_type is not None:
                 self.typed_at_start[gpu_type] = self.typed_free[gpu_type] = self.capacity.free_for(job)
-        free = self.total_free if gpu_type is None else min(self.typed_free[gpu_type], self.total_free)
+        if gpu_type is None:
+            free = min(max(self.free_on.values()), self.total_free) if self.mixed else self.total_free
+        else:
+            free = min(self.typed_free[gpu_type], self.total_free)
+            if self.mixed:
+                free = min(free, self.free_on[gpu_type])
         return self.usable[gpu_type], free
 
     def take(self, job: JobInfo, gpus: int) -> None:
         self.total_free -= gpus
         if job.gpu_type is not None:
             self.typed_free[job.gpu_type] -= gpus
+        if self.mixed:
+            where = job.gpu_type or self._type_for(job, gpus)
+            self.free_on[where] -= gpus
+            if job.gpu_type is None:
+                self.untyped_on[where] = self.untyped_on.get(where, 0) + gpus
+
+    def _type_for(self, job: JobInfo, gpus: int) -> str:
+        held = held_type(job, self.snap) if job.placement else None
+        if held is not None and self.free_on.get(held, 0) >= gpus:
+            return held
+        return next(t for t in type_preference(job, self.snap) if self.free_on.get(t, 0) >= gpus)
 
     def book(self) -> None:
         """Take everything handed out from ``capacity``, as job-by-job ``take`` calls would have."""
@@ -174,6 +200,9 @@ class _Tally:
             if given:
                 self.capacity.take(self.sample[gpu_type], given)
                 untyped -= given
+        for gpu_type, given in self.untyped_on.items():
+            self.capacity.take(self.sample[None], given, on_type=gpu_type)
+            untyped -= given
         if untyped:
             self.capacity.take(self.sample[None], untyped)
 

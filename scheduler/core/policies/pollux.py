@@ -175,7 +175,7 @@ class Search:
         self.pool = np.array([pools[t] for t in types], dtype=int)
         self.code = np.array([types.index(job.gpu_type) if job.gpu_type else -1 for job in jobs], dtype=int)
         self.lo = np.array([job.min_gpus for job in jobs], dtype=int)
-        self.hi = np.array([min(job.max_gpus, empty.free_for(job)) for job in jobs], dtype=int)
+        self.hi = np.array([min(job.max_gpus, empty.free_for(job), empty.one_type_most) for job in jobs], dtype=int)
         self.held = np.array([job.gpus for job in jobs], dtype=int)
         self.units = sorted({1 << i for i in range(16) if 1 << i <= gpus_per_node(snap)} | {gpus_per_node(snap)})
         # At most one distributed job per node: jobs spanning nodes hold whole nodes' worth of node slots.

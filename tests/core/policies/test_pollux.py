@@ -88,14 +88,17 @@ def test_when_oversubscribed_jobs_are_admitted_in_arrival_order() -> None:
 
 def test_typed_jobs_draw_only_on_their_type() -> None:
     # 4 a100 + 4 v100; linear jobs. typed (a100 only): fair share round(4/2) = 2, speedup k/2;
-    # untyped: fair share round(8/2) = 4, speedup k/4. Minimise 2/k_t + 4/k_u with k_t ≤ 4, k_t + k_u ≤ 8:
-    # (3, 5) gives 0.667 + 0.8 = 1.467, better than (4, 4) = 1.5 and (2, 6) = 1.667.
+    # untyped: fair share round(8/2) = 4, speedup k/4. Minimise 2/k_t + 4/k_u with k_t ≤ 4, k_t + k_u ≤ 8 and,
+    # since a job never spans GPU types, k_u ≤ 4: (4, 4) gives 1.5, better than (3, 4) = 1.667. Spanning types,
+    # (3, 5) would have priced 1.467.
     nodes = cluster(4, gpu_type="a100") + cluster(4, gpu_type="v100", prefix="m")
     typed = job("typed", min_gpus=1, max_gpus=8, gpu_type="a100")
     untyped = job("untyped", min_gpus=1, max_gpus=8, submit=1)
     snap = snapshot(nodes, typed, untyped)
-    assert dict(allocate(snap).allocations) == {"typed": 3, "untyped": 5}
-    assert PolluxPolicy().fitness(snap, {"typed": 3, "untyped": 5}) == pytest.approx(2 / (2 / 3 + 4 / 5))
+    assert dict(allocate(snap).allocations) == {"typed": 4, "untyped": 4}
+    assert PolluxPolicy().fitness(snap, {"typed": 4, "untyped": 4}) == pytest.approx(2 / (2 / 4 + 4 / 4))
+    with pytest.raises(ValueError, match="outside"):  # 5 untyped GPUs would span the two types
+        PolluxPolicy().fitness(snap, {"typed": 3, "untyped": 5})
 
 
 def test_batch_sizes_only_for_jobs_with_a_profile_and_gpus() -> None:
@@ -148,9 +151,12 @@ def placeable(snap: ClusterSnapshot, allocations: dict[str, int]) -> bool:
         return False
     capacity = Capacity(snap)
     for one in sorted(snap.jobs, key=lambda j: (j.gpu_type is None, j.id)):  # typed jobs draw first
-        if not capacity.fits(one, allocations[one.id]):
+        count = allocations[one.id]
+        # A job never spans GPU types: an untyped one goes on the type with the least room that holds it.
+        room = sorted((capacity.free_on(t), t) for t in capacity.types if capacity.free_on(t) >= count)
+        if not capacity.fits(one, count) or (count and not room):
             return False
-        capacity.take(one, allocations[one.id])
+        capacity.take(one, count, on_type=room[0][1] if count and one.gpu_type is None else None)
     return True
 
 

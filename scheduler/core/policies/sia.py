@@ -1,0 +1,245 @@
+"""Sia: heterogeneity-aware, goodput-optimised allocation solved as a mixed-integer program.
+
+Jayaram Subramanya, Arfeen, Lin, Qiao, Ho, Ganger, Xing, "Sia: Heterogeneity-aware, goodput-optimized
+ML-cluster scheduling", SOSP'23 (§3). Constants and rules below are those of the authors' simulator,
+github.com/siasosp23/artifacts @ aaf7a0d, ``sia-simulator/`` (file:line in ``../shared/traces/sia/
+REFERENCE-SETUP.md`` §4); this is our own code, written from that description.
+
+Configurations (§3.2; ``sia.py:13-17, 100-121``): on a type of s-GPU nodes, 1, 2, 4 … GPUs up to s
+within one node (powers of two, and s), then s·n GPUs on n whole nodes, n up to the type's nodes. Kept
+to the job's ``min_gpus``..``max_gpus``; a rigid job whose size is no configuration gets its own size
+as one. A job never spans types; a job that requires a type has that type's configurations only.
+
+Goodput matrix (§3.1; ``sia.py:673-719``): G[j, c] is job j's speed in configuration c from its goodput
+model *on c's type* (speed.py; a type never measured gets an estimate), at its best batch, on fewest
+nodes; each row divided by its smallest positive entry, so every job counts alike whatever its scale.
+A job may grow at most to twice the most GPUs it has held (``cluster.py:376-379``: "start at 1 GPU, at
+most 2× per round"; new jobs start at ``min_gpus``); the most it has held is kept in the policy state.
+
+Restart factor (``sia.py:722-739``): a running job's configurations other than the one it holds are
+multiplied by r = max(age − N·S, 0) / (age + S), N its restarts, S its model's restart cost
+(``RESTART_SECONDS``, Sia's own table, ``sia.py:23-35``); r = 1 while age < S.
+
+Objective (§3.3; ``sia.py:907-971``): with p = −0.5, A = G^p rounded to 2 decimals and at most 3000;
+minimise Σ X·A + λ_n·(jobs left without a configuration), λ_n = 1.1 (> any A of a useful
+configuration, so the most jobs run first), X binary, at most one configuration per job, each type's
+GPUs at most its usable ones. λ_a (the paper's change penalty, 0.01) is not used by the authors'
+simulator and not here. Solved exactly with HiGHS through ``scipy.optimize.milp`` (the authors use CBC
+through CVXPY, relative gap 1e-4; the paper says GLPK); a job holding GPUs that are all still usable
+starts the search from its current configuration only through the restart factor, as in Sia.
+
+Outputs: a GPU count and type per job (``PolicyResult.gpu_types``), the best batch at that
+configuration (``batch_sizes``), reasons. Deterministic: ties go to the earlier arrival and the
+cheaper, smaller configuration, by the order variables are laid out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import csr_array
+
+from ..policy import register
+from ..speed import fewest_nodes, gpus_per_node, held_type, model_for, speed_table
+from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
+from ._ordering import arrival_key
+
+# Sia's restart costs S by model, seconds (``sia.py:23-35``); 30 s for any other.
+RESTART_SECONDS: Mapping[str, float] = {
+    "deepspeech2": 25.0, "imagenet": 250.0, "cifar10": 30.0, "bert": 120.0, "yolov3": 45.0,
+}
+DEFAULT_RESTART_SECONDS = 30.0
+MAX_COST = 3000.0  # A is clipped here (``sia.py:907-971``)
+COST_DIGITS = 2  # A is rounded to this many decimals (``sia.py:907-971``)
+
+
+@dataclass(frozen=True)
+class Configuration:
+    gpu_type: str
+    gpus: int
+    nodes: int
+
+
+def configurations(snap: ClusterSnapshot) -> list[Configuration]:
+    """Sia's configuration set of the cluster: per type, powers of two within a node, then whole nodes."""
+    configs = []
+    for gpu_type in sorted(snap.usable_by_type):
+        size = gpus_per_node(snap, gpu_type)
+        nodes = sum(1 for name, t in snap.index.node_type.items() if t == gpu_type and snap.index.usable_by_node[name])
+        within = sorted({1 << i for i in range(size.bit_length()) if 1 << i <= size} | {size})
+        configs += [Configuration(gpu_type, gpus, 1) for gpus in within]
+        configs += [Configuration(gpu_type, size * n, n) for n in range(2, nodes + 1)]
+    return configs
+
+
+@register
+@dataclass(frozen=True)
+class SiaPolicy:
+    name: ClassVar[str] = "sia"
+    event_driven: ClassVar[bool] = False
+    prices_restarts: ClassVar[bool] = True  # the restart factor: no extra hysteresis in the round
+    consolidates_on_growth: ClassVar[bool] = True  # configurations within one node stay on one node
+    p: float = -0.5  # power of the goodput in the objective (§4.3, the scripts' --policy_p_val)
+    lambda_n: float = 1.1  # cost of a job left without a configuration (--mip_lambda_n)
+    restart_seconds: Mapping[str, float] = field(default_factory=lambda: dict(RESTART_SECONDS))
+    time_limit_seconds: float = 10.0  # HiGHS stops here with its best solution (a guard; it takes ms)
+
+    def __post_init__(self) -> None:
+        if self.p == 0 or self.lambda_n <= 0 or self.time_limit_seconds <= 0:
+            raise ValueError("sia needs p ≠ 0, lambda_n > 0 and time_limit_seconds > 0")
+        if any(not (math.isfinite(s) and s >= 0) for s in self.restart_seconds.values()):
+            raise ValueError("sia's restart_seconds must be finite and ≥ 0")
+
+    def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
+        jobs = sorted(snap.jobs, key=arrival_key)
+        largest = _largest_held(jobs, (state or {}).get("largest", {}))
+        problem = Problem(snap, jobs, self, largest)
+        chosen = problem.solve()
+        allocations = {job.id: 0 for job in jobs}
+        gpu_types, batch_sizes, reasons = {}, {}, {}
+        for job in jobs:
+            config = chosen.get(job.id)
+            if config is None:
+                reasons[job.id] = problem.why_waiting(job)
+                continue
+            allocations[job.id], gpu_types[job.id] = config.gpus, config.gpu_type
+            reasons[job.id] = problem.reason(job, config)
+            model = model_for(job, snap, config.gpu_type)
+            if model is not None:
+                batch_sizes[job.id] = model.best_global_batch(config.nodes, config.gpus, job.grad_noise_scale)
+        state_out = {"largest": {job_id: count for job_id, count in largest.items() if count}}
+        return PolicyResult(allocations=allocations, state=state_out, reasons=reasons, batch_sizes=batch_sizes,
+                            gpu_types=gpu_types)
+
+    def restart_cost(self, job: JobInfo) -> float:
+        return self.restart_seconds.get(job.profile or "", DEFAULT_RESTART_SECONDS)
+
+
+def _largest_held(jobs: Sequence[JobInfo], remembered: Mapping[str, int]) -> dict[str, int]:
+    """The most GPUs each present job has held: remembered from earlier rounds, or held now."""
+    out = {}
+    for job in jobs:
+        before = remembered.get(job.id, 0)
+        out[job.id] = max(before if isinstance(before, int) else 0, job.gpus)
+    return out
+
+
+def restart_factor(job: JobInfo, now: float, seconds: float) -> float:
+    """Sia's r: the share of the job's life left for training after one more restart; 1 while age < S."""
+    age = max(now - job.submit_time, 0.0)
+    if age < seconds or seconds == 0:
+        return 1.0
+    return max(age - job.restarts * seconds, 0.0) / (age + seconds)
+
+
+class Problem:
+    """The MIP over (job, configuration) pairs that a job may take."""
+
+    def __init__(self, snap: ClusterSnapshot, jobs: Sequence[JobInfo], policy: SiaPolicy,
+                 largest: Mapping[str, int]) -> None:
+        self.snap, self.policy = snap, policy
+        self.configs = configurations(snap)
+        self.usable = dict(snap.usable_by_type)
+        self.pairs: list[tuple[JobInfo, Configuration]] = []
+        costs: list[float] = []
+        self.goodput: dict[tuple[str, Configuration], float] = {}
+        self.options_of: set[str] = set()  # jobs with at least one configuration
+        for job in jobs:
+            options = self._options(job, largest.get(job.id, 0))
+            if not options:
+                continue
+            self.options_of.add(job.id)
+            normalised = _normalised(options)
+            current = self._current(job)
+            factor = restart_factor(job, snap.now, policy.restart_cost(job)) if job.running else 1.0
+            for config, goodput in normalised.items():
+                self.goodput[(job.id, config)] = goodput
+                priced = goodput if config == current else goodput * factor
+                costs.append(self._cost(priced))
+                self.pairs.append((job, config))
+        self.costs = np.array(costs, dtype=float)
+
+    def _options(self, job: JobInfo, largest: int) -> dict[Configuration, float]:
+        """The job's feasible configurations and its speed in each (0-speed ones dropped)."""
+        cap = max(job.min_gpus, min(job.max_gpus, 2 * largest))
+        options: dict[Configuration, float] = {}
+        tables: dict[str, NDArray] = {}
+        for gpu_type in sorted(self.usable):
+            if job.gpu_type not in (None, gpu_type) or self.usable[gpu_type] < job.min_gpus:
+                continue
+            own = [c for c in self.configs if c.gpu_type == gpu_type and job.min_gpus <= c.gpus <= cap]
+            if not own and not job.elastic and job.min_gpus <= self.usable[gpu_type]:
+                size = gpus_per_node(self.snap, gpu_type)
+                own = [Configuration(gpu_type, job.min_gpus, fewest_nodes(job.min_gpus, size))]
+            for config in own:
+                if config.gpus > self.usable[gpu_type]:
+                    continue
+                if gpu_type not in tables:
+                    top = max(c.gpus for c in own)
+                    tables[gpu_type] = speed_table(job, self.snap, up_to=top, adaptive=True, gpu_type=gpu_type)
+                speed = float(tables[gpu_type][config.gpus])
+                if speed > 0:
+                    options[config] = speed
+        return options
+
+    def _current(self, job: JobInfo) -> Configuration | None:
+        if not job.running:
+            return None
+        gpu_type = held_type(job, self.snap) or ""
+        return Configuration(gpu_type, job.gpus, fewest_nodes(job.gpus, gpus_per_node(self.snap, gpu_type)))
+
+    def _cost(self, goodput: float) -> float:
+        p = self.policy.p
+        if goodput <= 0:
+            value = MAX_COST if p < 0 else 0.0
+        else:
+            value = min(round(goodput**p, COST_DIGITS), MAX_COST)
+        return value if p < 0 else -value  # p > 0: maximise Σ G^p
+
+    def solve(self) -> dict[str, Configuration]:
+        """The chosen configuration of every job that gets one."""
+        if not self.pairs:
+            return {}
+        job_ids = sorted({job.id for job, _ in self.pairs})
+        row_of_job = {job_id: row for row, job_id in enumerate(job_ids)}
+        types = sorted(self.usable)
+        row_of_type = {t: len(job_ids) + row for row, t in enumerate(types)}
+        rows, cols, values = [], [], []
+        for col, (job, config) in enumerate(self.pairs):
+            rows += [row_of_job[job.id], row_of_type[config.gpu_type]]
+            cols += [col, col]
+            values += [1.0, float(config.gpus)]
+        matrix = csr_array((values, (rows, cols)), shape=(len(job_ids) + len(types), len(self.pairs)))
+        upper = np.array([1.0] * len(job_ids) + [float(self.usable[t]) for t in types])
+        # Each job's λ_n is saved by giving it any configuration: its pairs cost A − λ_n.
+        objective = self.costs - (self.policy.lambda_n if self.policy.p < 0 else 0.0)
+        result = milp(objective, constraints=LinearConstraint(matrix, -np.inf, upper),
+                      integrality=np.ones(len(objective)), bounds=Bounds(0, 1),
+                      options={"time_limit": self.policy.time_limit_seconds})
+        if result.x is None:  # no solution within the limit: nobody moves this round
+            return {}
+        return {job.id: config for (job, config), x in zip(self.pairs, result.x, strict=True) if x > 0.5}
+
+    def reason(self, job: JobInfo, config: Configuration) -> str:
+        goodput = self.goodput[(job.id, config)]
+        spread = f" on {config.nodes} nodes" if config.nodes > 1 else ""
+        return f"sia: {config.gpus} {config.gpu_type} GPUs{spread}, {goodput:.1f}× its least configuration's goodput"
+
+    def why_waiting(self, job: JobInfo) -> str:
+        verb = "preempted" if job.running else "waiting"
+        if job.id not in self.options_of:
+            kind = f"{job.gpu_type} " if job.gpu_type else ""
+            return f"{verb}: no configuration of {job.min_gpus}+ {kind}GPUs fits this cluster"
+        return f"{verb}: the GPUs of every configuration it could take do more for other jobs"
+
+
+def _normalised(options: Mapping[Configuration, float]) -> dict[Configuration, float]:
+    """Each speed ÷ the job's smallest positive one (Sia normalises goodput per job)."""
+    least = min(options.values())
+    return {config: speed / least for config, speed in options.items()}

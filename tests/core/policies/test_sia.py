@@ -1,0 +1,89 @@
+"""Hand-worked tests of the Sia policy (scheduler/core/policies/sia.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.core.cycle import Action, run_cycle
+from scheduler.core.goodput import GoodputModel, PerfParams
+from scheduler.core.policies.sia import SiaPolicy, configurations, restart_factor
+from scheduler.core.policy import get_policy
+
+from . import cluster, job, snapshot
+
+# One profile, measured on both types: a100 computes 4× as fast as t4, the same communication.
+SLOW = GoodputModel(PerfParams(0.4, 0.004, 0.05, 0.005, 0.2, 0.02, 1.0), init_batch_size=64, max_batch_size=1024,
+                    min_local_bsz=8, max_local_bsz=256, noise_scale=4000.0)
+FAST = GoodputModel(PerfParams(0.1, 0.001, 0.05, 0.005, 0.2, 0.02, 1.0), init_batch_size=64, max_batch_size=1024,
+                    min_local_bsz=8, max_local_bsz=256, noise_scale=4000.0)
+PROFILES = {"model": {"t4": SLOW, "a100": FAST}}
+MIXED = cluster(4, 4, gpu_type="t4", prefix="t") + cluster(8, gpu_type="a100", prefix="a")
+
+
+def test_configurations_are_powers_of_two_within_a_node_then_whole_nodes() -> None:
+    snap = snapshot(MIXED, profiles=PROFILES)
+    by_type = {t: [(c.gpus, c.nodes) for c in configurations(snap) if c.gpu_type == t] for t in ("t4", "a100")}
+    assert by_type == {"t4": [(1, 1), (2, 1), (4, 1), (8, 2)], "a100": [(1, 1), (2, 1), (4, 1), (8, 1)]}
+
+
+def test_restart_factor_is_one_while_young_then_the_share_of_life_left() -> None:
+    young = job("j", submit=0.0, restarts=3)
+    assert restart_factor(young, now=20.0, seconds=30.0) == 1.0
+    assert restart_factor(young, now=1000.0, seconds=30.0) == pytest.approx((1000 - 3 * 30) / (1000 + 30))
+    assert restart_factor(job("k", submit=0.0, restarts=40), now=1000.0, seconds=30.0) == 0.0
+
+
+def test_a_new_job_starts_on_one_gpu_of_the_type_where_it_is_fastest() -> None:
+    snap = snapshot(MIXED, job("new", min_gpus=1, max_gpus=8, profile="model"), profiles=PROFILES)
+    result = SiaPolicy().allocate(snap, None)
+    assert result.allocations == {"new": 1} and result.gpu_types == {"new": "a100"}
+    assert result.reasons["new"].startswith("sia: 1 a100 GPUs")
+    assert result.state == {"largest": {}}  # it holds nothing yet
+
+
+def test_a_running_job_at_most_doubles_per_round() -> None:
+    running = job("run", min_gpus=1, max_gpus=8, profile="model", holds=2, on="a0", submit=-10_000)
+    snap = snapshot(MIXED, running, profiles=PROFILES)
+    result = SiaPolicy().allocate(snap, {"largest": {"run": 2}})
+    assert result.allocations == {"run": 4} and result.gpu_types == {"run": "a100"}
+    assert result.state == {"largest": {"run": 2}}
+
+
+def test_lambda_n_runs_as_many_jobs_as_fit_before_growing_any() -> None:
+    # 3 GPUs, 4 new jobs: each running job saves λ_n − A = 1.1 − 1 = 0.1, so three run at one GPU each.
+    nodes = cluster(3, gpu_type="a100")
+    jobs = [job(f"j{i}", min_gpus=1, max_gpus=4, profile="model", submit=float(i)) for i in range(4)]
+    result = SiaPolicy().allocate(snapshot(nodes, *jobs, profiles=PROFILES), None)
+    assert sorted(result.allocations.values()) == [0, 1, 1, 1]
+    waiting = next(j for j, n in result.allocations.items() if n == 0)
+    assert result.reasons[waiting].startswith("waiting:")
+
+
+def test_a_typed_job_gets_only_its_type() -> None:
+    typed = job("typed", min_gpus=1, max_gpus=8, profile="model", gpu_type="t4")
+    result = SiaPolicy().allocate(snapshot(MIXED, typed, profiles=PROFILES), None)
+    assert result.gpu_types == {"typed": "t4"}
+
+
+def test_a_rigid_job_whose_size_is_no_configuration_gets_its_own() -> None:
+    rigid = job("rigid", 6)  # 6 GPUs: on 4-GPU nodes neither a power of two within a node nor whole nodes
+    result = SiaPolicy().allocate(snapshot(cluster(4, 4, gpu_type="t4"), rigid), None)
+    assert result.allocations == {"rigid": 6} and result.gpu_types == {"rigid": "t4"}
+    assert "on 2 nodes" in result.reasons["rigid"]
+
+
+def test_the_round_moves_a_job_to_the_type_sia_chose() -> None:
+    # The job holds one t4 GPU; a100 is 4× faster, and it is old enough that a restart costs little.
+    on_t4 = job("j", min_gpus=1, max_gpus=2, profile="model", holds=1, on="t0", submit=-100_000)
+    snap = snapshot(MIXED, on_t4, profiles=PROFILES, now=0.0)
+    result = run_cycle(snap, get_policy("sia"))
+    (decision,) = result.changes
+    assert decision.action == Action.RESCALE and all(gpu.startswith("a0-") for gpu in decision.gpus)
+    assert len(decision.gpus) == 2
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        SiaPolicy(p=0)
+    with pytest.raises(ValueError):
+        SiaPolicy(restart_seconds={"bert": float("nan")})
