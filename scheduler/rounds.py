@@ -131,10 +131,14 @@ def build_snapshot(now: datetime) -> LiveSnapshot:
 
 
 def _profile_key(row: Mapping, profiles: dict[str, Mapping[str, GoodputModel]]) -> str | None:
-    """A job's own refitted model when it has one, else its named profile, else None (a rigid job)."""
+    """A job's own refitted model when it has one, else its named profile, else None (a rigid job).
+
+    The refit replaces the model of the GPU type the job ran on only: on the other types the job keeps its
+    profile's models (speed is priced on the type it would hold).
+    """
     if row["fitted_model"]:
         key = f"job:{row['pk']}"
-        profiles[key] = job_models(row["fitted_model"])
+        profiles[key] = {**profiles.get(row["workload_profile"], {}), **job_models(row["fitted_model"])}
         return key
     return row["workload_profile"] if row["workload_profile"] in profiles else None
 

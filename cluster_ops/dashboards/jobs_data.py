@@ -18,7 +18,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Max, Q, Value
 from django.db.models.functions import Coalesce
 
-from scheduler.core.speed import job_speed, speed_table
+from scheduler.core.speed import job_speed, model_for, speed_table, type_preference
 from scheduler.core.types import ClusterSnapshot, JobInfo
 from scheduler.models import ACTIVE_STATES, Allocation, Job, JobState, RescaleEvent
 from scheduler.refit import job_models
@@ -192,7 +192,12 @@ def goodput(user: Viewer, job_id: int, now: datetime) -> Goodput | None:
     profile, fitted = job["workload_profile"], job["fitted_model"]
     curves = []
     if profile in snap.profiles:
-        curves.append(SpeedCurve(f"profile {profile}", _speeds(job_info(job), snap, top)))
+        info = job_info(job)
+        for gpu_type in _types_for(info, snap):  # one curve per GPU type it could run on: speed is type-true
+            model = model_for(info, snap, gpu_type)
+            estimated = " (estimated)" if model is not None and model.estimated_from else ""
+            curves.append(SpeedCurve(f"profile {profile} on {gpu_type}{estimated}",
+                                     _speeds(info, snap, top, gpu_type)))
     if fitted:
         key = f"job:{job_id}"
         refitted = dataclasses.replace(snap, profiles={**snap.profiles, key: job_models(fitted)})
@@ -206,8 +211,15 @@ def goodput(user: Viewer, job_id: int, now: datetime) -> Goodput | None:
                    job["max_gpus"], gpus_now, curves)
 
 
-def _speeds(info: JobInfo, snap: ClusterSnapshot, top: int) -> list[float]:
-    return [float(v) for v in speed_table(info, snap, up_to=top)]
+def _speeds(info: JobInfo, snap: ClusterSnapshot, top: int, gpu_type: str | None = None) -> list[float]:
+    return [float(v) for v in speed_table(info, snap, up_to=top, gpu_type=gpu_type)]
+
+
+def _types_for(info: JobInfo, snap: ClusterSnapshot) -> list[str | None]:
+    """The GPU types the job may run on, fastest first; [None] on a cluster without GPUs."""
+    if info.gpu_type:
+        return [info.gpu_type]
+    return list(type_preference(info, snap)) or [None]
 
 
 def speed_snapshot(now: datetime) -> ClusterSnapshot:

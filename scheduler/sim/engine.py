@@ -68,6 +68,10 @@ class SimConfig:
     horizon: float | None = None  # stop here even if jobs remain
     charge_first_start: bool = False  # also charge the restart delay on a job's first start (Pollux's simulator does)
     power_down: PowerDownConfig | None = None  # switch idle nodes off (powerdown.py)
+    # A model's own restart delay (its checkpoint's size sets it), by profile, instead of ``restart_seconds``.
+    restart_seconds_by_profile: Mapping[str, float] = field(default_factory=dict)
+    # Progress divided by this, by profile: a calibration of measured speeds to real runs (Sia's SLOWDOWN).
+    slowdown_by_profile: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.round_seconds <= 0 or self.restart_seconds < 0:
@@ -75,6 +79,13 @@ class SimConfig:
         for name, factor in [("all types", self.speed_factor), *self.speed_factor_by_type.items()]:
             if not 0 < factor <= 1:
                 raise ValueError(f"speed factor ({name}) must be in (0, 1], got {factor}")
+        if any(not 0 <= delay < math.inf for delay in self.restart_seconds_by_profile.values()):
+            raise ValueError("every profile's restart delay must be finite and ≥ 0")
+        if any(not 1 <= slowdown < math.inf for slowdown in self.slowdown_by_profile.values()):
+            raise ValueError("every profile's slowdown must be finite and ≥ 1")
+
+    def restart_delay(self, profile: str | None) -> float:
+        return self.restart_seconds_by_profile.get(profile or "", self.restart_seconds)
 
     def speed_factor_of(self, gpu_types: Iterable[str]) -> float:
         """The speed factor of a job holding GPUs of ``gpu_types``: the slowest type's, since a data-parallel step
@@ -161,6 +172,7 @@ class _Engine:
         self.power = NodePower(nodes, config.power_down) if config.power_down else None
         self.active_integral, self.integral_at = 0.0, 0.0
         self.execution = Execution(grad_curves, step_times)
+        self.slowdown = self.config.slowdown_by_profile
 
     # --- the loop ------------------------------------------------------------------
 
@@ -301,7 +313,7 @@ class _Engine:
             run.rescales += 1
         if restart:
             run.restarts += 1
-            run.restart_until = self.now + self.config.restart_seconds
+            run.restart_until = self.now + self.config.restart_delay(run.spec.profile)
         if run.start_time is None:
             run.start_time = self.now
         self._hold(run, decision.gpus, decision.batch_size)
@@ -326,7 +338,7 @@ class _Engine:
         """The running job's speed from its banked progress on, and its next completion or epoch-end event."""
         rate, curves = self.execution.rate(run, self.static, self.now)
         run.waiting_info = run.running_info = None  # φ may have changed
-        run.rate = rate * self.config.speed_factor_of(run.gpus_by_type)
+        run.rate = rate * self.config.speed_factor_of(run.gpus_by_type) / self.slowdown.get(run.spec.profile or "", 1.0)
         run.version += 1
         heapq.heappush(self.completions, (run.event_eta(curves), run.version, run.spec.id))
 

@@ -2,6 +2,8 @@
 
 * ``pollux-t4``: the Pollux paper's testbed, 16 nodes × 4 T4 (AWS g4dn.12xlarge).
 * ``demo``: the cluster of ``make run``, 8 nodes × 8 A100 and 8 × 8 V100.
+* ``sia-hetero``, ``sia-homogeneous``: Sia's (SOSP'23) simulated clusters, 6×4 T4 + 2×8 A100 + 3×8
+  RTX 2080 Ti, and 16×4 T4.
 * ``philly``: read from ``philly/philly_vc_nodes.csv`` (HeliosArtifact's Philly VCs, 11
   VCs, 352 nodes). Assumptions: 8 GPUs per node, HeliosArtifact's own default for this
   file (``--num_gpus_per_node 8``); GPU type ``v100``, because Philly's machine list
@@ -69,6 +71,12 @@ class ClusterPreset:
 
 POLLUX_T4 = ClusterPreset("pollux-t4", (NodeGroup("t4", 4, 16),), source="Pollux (OSDI'21) testbed")
 DEMO = ClusterPreset("demo", (NodeGroup("a100", 8, 8), NodeGroup("v100", 8, 8)), source="scheduler/demo.py")
+# Sia (SOSP'23) §4.2-4.3, the artifact's simulator_config.py:11-12 (../shared/traces/sia/REFERENCE-SETUP.md §1):
+# its 64-GPU heterogeneous cluster, in its order (aws, dgx-ext, rtx), and the homogeneous one of Table 4.
+SIA_HETERO = ClusterPreset("sia-hetero", (NodeGroup("t4", 4, 6), NodeGroup("a100", 8, 2), NodeGroup("rtx2080ti", 8, 3)),
+                           source="Sia (SOSP'23) heterogeneous cluster: 6×4 T4 + 2×8 A100 + 3×8 RTX 2080 Ti")
+SIA_HOMOGENEOUS = ClusterPreset("sia-homogeneous", (NodeGroup("t4", 4, 16),),
+                                source="Sia (SOSP'23) Table 4 homogeneous cluster: 16×4 T4")
 PHILLY_VC_FILE = Path("philly") / "philly_vc_nodes.csv"
 PHILLY_GPUS_PER_NODE, PHILLY_GPU_TYPE = 8, "v100"
 PAI_MACHINE_FILE = Path("alibaba-pai-2020") / "pai_machine_spec.csv"
@@ -122,6 +130,7 @@ def _largest_first(item: tuple[tuple[str, int], int]) -> tuple[int, str, int]:
 PRESET_LOADERS: Mapping[str, Callable[[Path], ClusterPreset]] = {
     "pollux-t4": lambda _: POLLUX_T4, "demo": lambda _: DEMO,
     "philly": philly_preset, "alibaba-pai": alibaba_pai_preset,
+    "sia-hetero": lambda _: SIA_HETERO, "sia-homogeneous": lambda _: SIA_HOMOGENEOUS,
 }
 
 

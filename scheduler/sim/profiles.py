@@ -242,6 +242,17 @@ def read_grad_curves(application_dir: Path) -> GradCurves:
                       grad_var=table[:, :, 2], boundaries=table[:, :, 0].min(axis=0))
 
 
+# Whose simulator a scenario's ``measured_profiles`` reproduces (Scenario.artifact).
+ARTIFACTS = ("pollux", "sia")
+
+# Sia's simulator (../shared/traces/sia/REFERENCE-SETUP.md §3): the restart delay charged on every allocation
+# change, by model (``applications.py:56-69``; 30 s for any other), and SLOWDOWN, the calibration of its
+# measured speeds to its physical runs that progress is divided by (``simulator_config.py:31-33``).
+SIA_RESTART_SECONDS = {"cifar10": 50.0, "deepspeech2": 25.0, "bert": 120.0, "yolov3": 80.0, "imagenet": 250.0,
+                       "ncf": 15.0}
+SIA_DEFAULT_RESTART_SECONDS = 30.0
+SIA_SLOWDOWN = {"cifar10": 1.8, "imagenet": 1.2, "yolov3": 1.2, "bert": 1.2, "deepspeech2": 1.2, "ncf": 1.5}
+
 # Per-GPU batch limits the Pollux artifact sets for its T4 applications over what placements.csv spans
 # (simulator/applications.py, ``APPLICATIONS``: yolov3 ``max_local_bsz=8``; its scalability.csv measures
 # only per-GPU batches 4-8, so larger ones fall outside the step times interpolated beyond 4 nodes).

@@ -20,7 +20,15 @@ from .engine import ProgressCallback, SimConfig, simulate
 from .metrics import summarise
 from .powerdown import PowerDownConfig
 from .presets import ClusterPreset, NodeGroup, build_nodes, get_preset
-from .profiles import artifact_jobs, artifact_profiles, load_grad_curves, load_measured_step_times
+from .profiles import (
+    SIA_DEFAULT_RESTART_SECONDS,
+    SIA_RESTART_SECONDS,
+    SIA_SLOWDOWN,
+    artifact_jobs,
+    artifact_profiles,
+    load_grad_curves,
+    load_measured_step_times,
+)
 from .records import SimulationResult, WorkloadJob
 from .scenario import Scenario, ScenarioError
 from .trace_formats import load_trace
@@ -64,10 +72,11 @@ def run_scenario(
     caps = scenario.power_cap_fraction, dict(scenario.power_caps_by_type)
     power = power.at_cap(*caps) if power else scenario.power_model()
     nodes, tenants = cluster_for(scenario, traces_dir)
-    config = SimConfig(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
-                       speed_factor=power.throughput_factor, speed_factor_by_type=power.throughput_factors(),
-                       cycle=cycle or CycleConfig(), charge_first_start=scenario.charge_first_start,
-                       power_down=_power_down(scenario))
+    settings: dict[str, Any] = dict(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
+                                    speed_factor=power.throughput_factor,
+                                    speed_factor_by_type=power.throughput_factors(), cycle=cycle or CycleConfig(),
+                                    charge_first_start=scenario.charge_first_start, power_down=_power_down(scenario))
+    config = SimConfig(**(settings | _artifact_execution(scenario)))
     curves = load_grad_curves(traces_dir) if scenario.measured_profiles else None
     step_times = load_measured_step_times(traces_dir) if scenario.measured_profiles else None
     profiles = artifact_profiles(FITTED_PROFILES) if scenario.measured_profiles else FITTED_PROFILES
@@ -77,3 +86,11 @@ def run_scenario(
                       config=config, on_progress=on_progress, grad_curves=curves, step_times=step_times)
     result = dataclasses.replace(result, power_cap_fraction=caps[0], power_caps_by_type=caps[1])
     return result, summarise(result, power).as_dict()
+
+
+def _artifact_execution(scenario: Scenario) -> dict[str, Any]:
+    """The simulator settings of the artifact ``measured_profiles`` reproduces, beyond its profiles."""
+    if not (scenario.measured_profiles and scenario.artifact == "sia"):
+        return {}
+    return {"restart_seconds": SIA_DEFAULT_RESTART_SECONDS, "restart_seconds_by_profile": SIA_RESTART_SECONDS,
+            "slowdown_by_profile": SIA_SLOWDOWN, "charge_first_start": True}

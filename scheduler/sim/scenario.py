@@ -26,6 +26,7 @@ from telemetry.power import (
 )
 
 from .presets import PRESET_LOADERS
+from .profiles import ARTIFACTS
 from .trace_formats import FORMATS
 
 # Inclusive bounds of a scenario's numbers; wide enough for any real cluster, narrow enough to refuse typos.
@@ -71,6 +72,9 @@ class Scenario:
     # per-GPU batch limits (profiles.ARTIFACT_MAX_LOCAL_BSZ) and per-policy job pins (profiles.ARTIFACT_PINNED_JOBS:
     # ncf on one GPU at a fixed batch under pollux); read from traces_dir.
     measured_profiles: bool = False
+    # Whose simulator ``measured_profiles`` reproduces: "pollux" (above), or "sia": also Sia's per-model restart
+    # delays and SLOWDOWN calibration (profiles.SIA_RESTART_SECONDS, profiles.SIA_SLOWDOWN).
+    artifact: str = "pollux"
     power_down_spares: int | None = None  # switch idle nodes off, keeping this many spare (None: never)
     power_on_seconds: float = 300.0
     min_off_seconds: float = 600.0
@@ -178,6 +182,8 @@ def _one_of(name: Any, names: Mapping[str, Any] | Sequence[str]) -> bool:
 
 def _setting_errors(scenario: Scenario) -> dict[str, str]:
     errors = {}
+    if not _one_of(scenario.artifact, ARTIFACTS):
+        errors["artifact"] = f"Unknown artifact {_shown(scenario.artifact)}; expected one of {', '.join(ARTIFACTS)}."
     if not _one_of(scenario.format, FORMATS):
         errors["format"] = f"Unknown trace format {_shown(scenario.format)}; expected one of {', '.join(FORMATS)}."
     if scenario.preset is not None and not _one_of(scenario.preset, PRESET_LOADERS):

@@ -69,15 +69,17 @@ def test_goodput_from_the_profile_and_from_the_refitted_model(history: History, 
     job = history.running[0]
     curves = goodput(staff, job.pk, history.now)
     assert curves is not None and curves.unit == "iterations/s"
-    assert [c.label for c in curves.curves] == ["profile cifar10"]
-    speeds = curves.curves[0].speeds
+    # One curve per GPU type of the cluster, fastest first: speed is priced on the type a job would hold.
+    assert [c.label for c in curves.curves] == ["profile cifar10 on a100", "profile cifar10 on v100"]
+    speeds, on_v100 = curves.curves[0].speeds, curves.curves[1].speeds
     assert len(speeds) == 9 and speeds[0] == 0 and speeds[1] > 0 and speeds[6] > speeds[1]
+    assert speeds[1] > on_v100[1] > 0
     assert curves.gpus_now == 6
     slower = FITTED_PROFILES["cifar10"]["a100"]
     job.fitted_model = model_as_json("a100", slower, reports=5)
     job.save()
     refitted = goodput(staff, job.pk, history.now)
-    assert refitted is not None and [c.label for c in refitted.curves][1] == "refitted from 5 reports"
+    assert refitted is not None and [c.label for c in refitted.curves][2] == "refitted from 5 reports"
     assert goodput(language_user, job.pk, history.now) is None  # another tenant's job
 
 

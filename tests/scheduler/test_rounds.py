@@ -9,6 +9,7 @@ from django.db.models import Count
 from django_celery_beat.models import PeriodicTask
 
 from scheduler import rounds, services
+from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.speed import job_speed
 from scheduler.core.types import PolicyResult
 from scheduler.models import (
@@ -24,6 +25,7 @@ from scheduler.models import (
     SettingsChange,
     Tenant,
 )
+from scheduler.refit import model_as_json
 from scheduler.schedule import ROUND_SCHEDULE_NAME, sync_round_schedule, update_settings
 
 
@@ -226,3 +228,12 @@ def test_mig_split_gpus_and_their_instances_are_never_given_to_jobs(tenant, now)
     assert [slot.id for node in snapshot.nodes for slot in node.gpus] == ["GPU-m-0"]
     rounds.run_round(now=now)
     assert (open_gpus(wide), open_gpus(narrow)) == (set(), {"GPU-m-0"})
+
+
+def test_a_refit_replaces_the_model_of_the_type_it_ran_on_only(cluster, tenant, now) -> None:
+    job = services.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
+                              min_gpus=1, max_gpus=4)
+    refitted = FITTED_PROFILES["cifar10"]["t4"]  # a slower model, stored as the job's own on a100
+    Job.objects.filter(pk=job.pk).update(fitted_model=model_as_json("a100", refitted, reports=4))
+    models = rounds.build_snapshot(now).snap.profiles[f"job:{job.pk}"]
+    assert models["a100"] == refitted and models["v100"] is FITTED_PROFILES["cifar10"]["v100"]

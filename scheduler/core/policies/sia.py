@@ -36,7 +36,10 @@ cheaper, smaller configuration, by the order variables are laid out.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -219,9 +222,10 @@ class Problem:
         upper = np.array([1.0] * len(job_ids) + [float(self.usable[t]) for t in types])
         # Each job's λ_n is saved by giving it any configuration: its pairs cost A − λ_n.
         objective = self.costs - (self.policy.lambda_n if self.policy.p < 0 else 0.0)
-        result = milp(objective, constraints=LinearConstraint(matrix, -np.inf, upper),
-                      integrality=np.ones(len(objective)), bounds=Bounds(0, 1),
-                      options={"time_limit": self.policy.time_limit_seconds})
+        with _quiet_stdout():
+            result = milp(objective, constraints=LinearConstraint(matrix, -np.inf, upper),
+                          integrality=np.ones(len(objective)), bounds=Bounds(0, 1),
+                          options={"time_limit": self.policy.time_limit_seconds})
         if result.x is None:  # no solution within the limit: nobody moves this round
             return {}
         return {job.id: config for (job, config), x in zip(self.pairs, result.x, strict=True) if x > 0.5}
@@ -243,3 +247,22 @@ def _normalised(options: Mapping[Configuration, float]) -> dict[Configuration, f
     """Each speed ÷ the job's smallest positive one (Sia normalises goodput per job)."""
     least = min(options.values())
     return {config: speed / least for config, speed in options.items()}
+
+
+@contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """File descriptor 1 sent to /dev/null while HiGHS solves.
+
+    The HiGHS inside SciPy 1.17 prints a debugging line ("HighsMipSolverData::transformNewIntegerFeasibleSolution
+    tmpSolver.run();") from C whatever its options say, which would corrupt a command's JSON output or a worker's
+    log. Rounds and simulations solve in single-threaded worker processes, so nothing else writes meanwhile.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as sink:
+            os.dup2(sink.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)

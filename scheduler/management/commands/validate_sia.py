@@ -1,0 +1,56 @@
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduler.core.policy import policy_names
+from scheduler.sim.sia_validation import DEFAULT_SETS, POLICIES, SETS, CaseResult, cases, run_case, table
+
+
+class Command(BaseCommand):
+    help = "Replay Sia's (SOSP'23) workload sets on its clusters; print ours beside its published Tables 3 and 4."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--sets", nargs="+", choices=sorted(SETS), default=list(DEFAULT_SETS),
+                            help=f"default: {' '.join(DEFAULT_SETS)}")
+        parser.add_argument("--policy", action="append", choices=policy_names(), help=f"repeatable; default {POLICIES}")
+        parser.add_argument("--workloads", type=int, help="only each set's first N workload files")
+        parser.add_argument("--workers", type=int, default=2, help="parallel processes (default 2)")
+        parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not (settings.TRACES_DIR / "sia" / "workloads").is_dir():
+            raise CommandError(f"no Sia workloads under TRACES_DIR={settings.TRACES_DIR}/sia/workloads")
+        if options["workloads"] is not None and options["workloads"] < 1:
+            raise CommandError("--workloads must be ≥ 1")
+        todo = cases(tuple(options["policy"] or POLICIES), tuple(options["sets"]), options["workloads"])
+        started = time.perf_counter()
+        with ProcessPoolExecutor(max_workers=max(1, options["workers"])) as pool:
+            results: list[CaseResult] = list(pool.map(partial(run_case, traces_dir=settings.TRACES_DIR), todo))
+        rows, wall = table(results), time.perf_counter() - started
+        if options["json"]:
+            self.stdout.write(json.dumps({"rows": rows, "cases": len(results), "wall_s": round(wall, 1)}))
+        else:
+            self.stdout.write(self._table(rows, len(results), wall))
+
+    def _table(self, rows: list[dict[str, Any]], count: int, wall: float) -> str:
+        head = (f"  {'policy':8s} {'set':19s} {'avg JCT h':>15s} {'p99 JCT h':>13s} {'makespan h':>13s} "
+                f"{'GPU-h/job':>11s} {'worst FTF':>11s}")
+        lines = ["ours / published (Sia, SOSP'23 draft, Tables 3 and 4; worst FTF from Fig. 8):", head]
+        for row in rows:
+            cells = [f"{_num(row[f'ours_{m}'])}/{_num(row[f'published_{m}'])}"
+                     for m in ("avg_jct_h", "p99_jct_h", "makespan_h", "gpu_h_per_job", "worst_ftf")]
+            diff = row["avg_jct_difference"]
+            cells[0] += f" ({diff:+.0%})" if diff is not None else ""
+            lines.append(f"  {row['policy']:8s} {row['set']:19s} {cells[0]:>15s} {cells[1]:>13s} {cells[2]:>13s} "
+                         f"{cells[3]:>11s} {cells[4]:>11s}")
+        lines.append(f"{count} simulations in {wall:.0f} s wall")
+        return "\n".join(lines)
+
+
+def _num(value: Any) -> str:
+    return "–" if value is None else f"{value:.2f}"
