@@ -18,6 +18,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Max, Q, Value
 from django.db.models.functions import Coalesce
 
+from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.speed import job_speed, model_for, speed_table, type_preference
 from scheduler.core.types import ClusterSnapshot, JobInfo
 from scheduler.models import ACTIVE_STATES, Allocation, Job, JobState, RescaleEvent
@@ -113,13 +114,25 @@ def timeline(user: Viewer, start: datetime, end: datetime, tenant: str | None = 
     for job_id, began, ended in held.filter(job_id__in=chosen).order_by().values_list("job_id", "started_at",
                                                                                         "ended_at"):
         intervals[job_id].append((max(began, start), min(ended or end, end)))
-    labels = {pk: f"{name} #{pk} ({tenant_name})" for pk, name, tenant_name in
+    types = held_gpu_types(held.filter(job_id__in=chosen))
+    labels = {pk: f"{name} #{pk} ({tenant_name}) on {types.get(pk, '?')}" for pk, name, tenant_name in
               Job.objects.filter(pk__in=chosen).values_list("pk", "name", "tenant__name")}
     segments = [segment for job_id in chosen for segment in gpu_segments(job_id, intervals[job_id])]
     events = RescaleEvent.objects.filter(job_id__in=chosen, at__gte=start, at__lt=end).order_by("at", "id")
     markers = [Marker(*row) for row in events.values_list("job_id", "at", "kind", "from_gpus", "to_gpus", "reason")]
     left_out = max(0, latest.count() - limit) if len(chosen) == limit else 0
     return Timeline({pk: labels[pk] for pk in chosen}, segments, markers, left_out)
+
+
+def held_gpu_types(allocations: Any) -> dict[int, str]:
+    """Job id → the GPU types of ``allocations`` (an Allocation queryset), "a100" or, for a job moved between
+    types, "v100/a100"."""
+    found: dict[int, list[str]] = {}
+    for job_id, model in allocations.order_by("started_at").values_list("job_id", "gpu__model"):
+        kinds = found.setdefault(job_id, [])
+        if gpu_type_key(model) not in kinds:
+            kinds.append(gpu_type_key(model))
+    return {job_id: "/".join(kinds) for job_id, kinds in found.items()}
 
 
 def gpu_segments(job_id: int, intervals: Sequence[tuple[datetime, datetime]]) -> list[Segment]:

@@ -151,6 +151,6 @@ def round_panel(summary: RoundSummary) -> Any:
                    f"{last.jobs_considered} jobs considered, {last.starts} started, {last.rescales} rescaled, "
                    f"{last.preemptions} preempted.", html.Span(f" {last.error}", className="text-danger")
                    if last.error else ""], className="small mb-2")
-    rows = [(d.kind, d.job, d.tenant, d.gpus, d.reason) for d in summary.decisions]
-    return html.Div([policy, head, common.table(["decision", "job", "tenant", "GPUs", "reason"], rows,
+    rows = [(d.kind, d.job, d.tenant, d.gpus, d.gpu_type, d.reason) for d in summary.decisions]
+    return html.Div([policy, head, common.table(["decision", "job", "tenant", "GPUs", "GPU type", "reason"], rows,
                                                 empty="No decision about your jobs in that round.")])

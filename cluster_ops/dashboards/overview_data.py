@@ -35,6 +35,8 @@ from scheduler.rounds import scheduler_settings
 from telemetry.models import GpuEvent, Severity
 from telemetry.queries import latest_utilisation
 
+from .jobs_data import held_gpu_types
+
 CRITICAL_EVENT_HOURS = 24  # critical GPU events of this many hours are alerts until acknowledged
 ALERTS_PER_KIND = 5  # the alert list names at most this many of each kind, then "and N more"
 ROUND_EVENTS = 12  # decisions of the last round listed
@@ -96,6 +98,7 @@ class Decision:
     tenant: str
     gpus: str  # "2 → 4"
     reason: str
+    gpu_type: str = "—"  # of the GPUs it holds after the round
 
 
 @dataclass(frozen=True)
@@ -224,7 +227,9 @@ def round_summary(jobs: JobQuerySet) -> RoundSummary:
     last = SchedulingRound.objects.first()
     decisions: list[Decision] = []
     if last is not None:
-        events = RescaleEvent.objects.filter(round=last, job__in=jobs).select_related("job__tenant")
-        decisions = [Decision(e.at, e.kind, e.job.name, e.job.tenant.name, f"{e.from_gpus} → {e.to_gpus}", e.reason)
-                     for e in events[:ROUND_EVENTS]]
+        events = list(RescaleEvent.objects.filter(round=last, job__in=jobs).select_related("job__tenant")
+                      [:ROUND_EVENTS])
+        types = held_gpu_types(Allocation.objects.filter(job_id__in=[e.job_id for e in events], ended_at__isnull=True))
+        decisions = [Decision(e.at, e.kind, e.job.name, e.job.tenant.name, f"{e.from_gpus} → {e.to_gpus}", e.reason,
+                              types.get(e.job_id, "—")) for e in events]
     return RoundSummary(config.policy, config.round_seconds, config.executor, config.paused, last, decisions)

@@ -1,0 +1,25 @@
+"""The Overview's last-round table names the GPU type each decided job went on (issue 14)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from cluster_ops.dashboards.overview_data import round_summary
+from scheduler import rounds, services
+from scheduler.models import Job, Tenant
+from scheduler.schedule import update_settings
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_last_rounds_decisions_name_the_gpu_type(tenant: Tenant, now: datetime) -> None:
+    for host, model in (("a", "NVIDIA A100-SXM4-80GB"), ("v", "Tesla V100-SXM2-32GB")):
+        services.register_node(host, [services.GpuSpec(i, f"GPU-{host}-{i}", model, 81920, 300) for i in range(4)])
+    update_settings(policy="fifo")
+    services.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
+                        min_gpus=2, max_gpus=2)
+    rounds.run_round(now=now)
+    (decision,) = round_summary(Job.objects.all()).decisions
+    assert decision.gpu_type == "a100" and decision.reason.endswith("× its v100 speed"), decision
