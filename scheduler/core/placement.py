@@ -9,7 +9,7 @@ Rules, in order of importance:
    nodes and best-fits its remainder;
 4. a job never spans GPU types (as in Sia): it goes on the type a policy chose for it
    (``PolicyResult.gpu_types``), else the type it requires, else the type it holds, else, among the types
-   with room for it, the one where it goes fastest (``speed.job_speed`` on each), and says so in
+   with room for it, the one where it goes fastest (``speed.type_speeds``), and says so in
    ``type_notes`` ("on a100: 2.7× its v100 speed"); ties go to the type it fits tightest. An elastic job
    that no one type has room for gets as many GPUs of one type as there are, if that is ≥ its minimum.
 Large jobs are placed first. A job that cannot be placed gets no GPUs and a reason.
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 
-from .speed import held_type, job_speed
+from .speed import held_type, type_speeds
 from .types import ClusterSnapshot, JobInfo
 
 
@@ -150,17 +150,15 @@ def place(
     return PlacementResult(placements, unplaced, notes, type_notes)
 
 
-def _fastest_with_room(
-    snap: ClusterSnapshot, pool: _FreeGpus, job: JobInfo, count: int, type_notes: dict[str, str]
-) -> list[str]:
+def _fastest_with_room(snap: ClusterSnapshot, pool: _FreeGpus, job: JobInfo, count: int,
+                       type_notes: dict[str, str]) -> list[str]:
     """The one type to place a new untyped job on: among those with ``count`` free GPUs, the one where it goes
-    fastest, ties to the tightest fit (a job without a profile is as fast everywhere); noted when it matters."""
+    fastest (at its ``min_gpus``, ``speed.type_speeds``), ties to the tightest fit (a job without a profile is
+    as fast everywhere); noted when it matters."""
     fitting = [t for t, total in pool.totals.items() if total >= count]
-    if not fitting:
-        return []
-    if len(snap.gpus_by_type) == 1:
+    if len(fitting) == 0 or len(snap.gpus_by_type) == 1:
         return fitting
-    speeds = {t: job_speed(job, snap, count, gpu_type=t) for t in snap.gpus_by_type}
+    speeds = type_speeds(job, snap)
     best = min(fitting, key=lambda t: (-speeds[t], pool.totals[t], t))
     others = sorted((speed, t) for t, speed in speeds.items() if t != best)
     if others and speeds[best] > 0 and others[-1][0] > 0 and speeds[best] != others[-1][0]:

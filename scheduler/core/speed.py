@@ -56,7 +56,7 @@ def held_type(job: JobInfo, snap: ClusterSnapshot) -> str | None:
     return max(sorted(set(types)), key=types.count)
 
 
-_PREFERENCES: dict[tuple, tuple[object, object, tuple[str, ...]]] = {}
+_SPEEDS: dict[tuple, tuple[object, object, Mapping[str, float]]] = {}
 
 
 def fastest_type(job: JobInfo, snap: ClusterSnapshot) -> str | None:
@@ -70,24 +70,32 @@ def type_preference(job: JobInfo, snap: ClusterSnapshot) -> tuple[str, ...]:
     """The cluster's GPU types, fastest for ``job`` (at ``min_gpus``) first.
 
     Ties (a job without a profile goes equally fast everywhere) go to the type with the most usable GPUs, then
-    by name. Remembered per kind of job and cluster: jobs of one profile, size and batch share the answer.
+    by name.
+    """
+    speeds, usable = type_speeds(job, snap), snap.usable_by_type
+    return tuple(sorted(speeds, key=lambda t: (-speeds[t], -usable.get(t, 0), t)))
+
+
+def type_speeds(job: JobInfo, snap: ClusterSnapshot) -> Mapping[str, float]:
+    """``job``'s speed at ``min_gpus`` on each GPU type of the cluster (all 0.0 when one type or no profile).
+
+    Remembered per kind of job and cluster, across rounds: jobs of one profile, size, batch and noise scale share
+    the answer, and a waiting job asks every round.
     """
     by_type = snap.profiles.get(job.profile) if job.profile else None
     index = snap.index
     key = (id(by_type), id(index), job.min_gpus, job.batch_size, job.grad_noise_scale)
-    cached = _PREFERENCES.get(key)
+    cached = _SPEEDS.get(key)
     if cached is not None and cached[0] is by_type and cached[1] is index:
         return cached[2]
-    usable = snap.usable_by_type
     types = sorted(snap.gpus_by_type)
     speeds = dict.fromkeys(types, 0.0)
     if len(types) > 1 and by_type:
         speeds = {t: job_speed(job, snap, job.min_gpus, gpu_type=t) for t in types}
-    preferred = tuple(sorted(types, key=lambda t: (-speeds[t], -usable.get(t, 0), t)))
-    if len(_PREFERENCES) >= 4096:
-        _PREFERENCES.clear()
-    _PREFERENCES[key] = (by_type, index, preferred)
-    return preferred
+    if len(_SPEEDS) >= 16_384:
+        _SPEEDS.clear()
+    _SPEEDS[key] = (by_type, index, speeds)
+    return speeds
 
 
 _ESTIMATES: dict[tuple[int, str], tuple[object, GoodputModel]] = {}

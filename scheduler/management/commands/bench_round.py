@@ -21,12 +21,13 @@ class Command(BaseCommand):
         parser.add_argument("--gpus", type=int, default=1024, help="in nodes of 8")
         parser.add_argument("--rounds", type=int, default=5, help="timed rounds per policy, one minute apart")
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--policy", action="append", help="repeatable; default: tiresias and pollux")
+        parser.add_argument("--policy", action="append",
+                            help="repeatable; default: tiresias, pollux, sia and sia-profiled")
         parser.add_argument("--json", action="store_true")
         parser.add_argument("--output", type=Path, help="also write the JSON result to this file")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        policies = options["policy"] or ["tiresias", "pollux"]
+        policies = options["policy"] or ["tiresias", "pollux", "sia", "sia-profiled"]
         for name in policies:
             try:
                 get_policy(name)
