@@ -115,7 +115,7 @@ def timeline(user: Viewer, start: datetime, end: datetime, tenant: str | None = 
                                                                                         "ended_at"):
         intervals[job_id].append((max(began, start), min(ended or end, end)))
     types = held_gpu_types(held.filter(job_id__in=chosen))
-    labels = {pk: f"{name} #{pk} ({tenant_name}) on {types.get(pk, '?')}" for pk, name, tenant_name in
+    labels = {pk: f"{name} #{pk} on {types.get(pk, '?')} ({tenant_name})" for pk, name, tenant_name in
               Job.objects.filter(pk__in=chosen).values_list("pk", "name", "tenant__name")}
     segments = [segment for job_id in chosen for segment in gpu_segments(job_id, intervals[job_id])]
     events = RescaleEvent.objects.filter(job_id__in=chosen, at__gte=start, at__lt=end).order_by("at", "id")
