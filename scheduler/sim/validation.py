@@ -9,11 +9,18 @@ the same cluster through our policies and simulator.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
+from typing import TypeVar
 
 from .runner import Scenario, run_scenario
 
+C = TypeVar("C")
+R = TypeVar("R")
 POLICIES = ("pollux", "tiresias", "optimus")
 LOADS = ("0.5", "1.0", "1.5", "2.0")
 WORKLOADS = tuple(range(1, 9))
@@ -50,6 +57,17 @@ class CaseResult:
 def cases(policies: tuple[str, ...] = POLICIES, loads: tuple[str, ...] = LOADS,
           workloads: tuple[int, ...] = WORKLOADS) -> list[Case]:
     return [Case(p, load, w) for p in policies for load in loads for w in workloads]
+
+
+def replay(run: Callable[[C, Path], R], todo: Sequence[C], traces_dir: Path, workers: int) -> tuple[list[R], float]:
+    """``run(case, traces_dir)`` for every case on ``workers`` processes; (results in order, wall seconds).
+
+    The one way the validation commands (``validate_pollux``, ``validate_sia``) replay their cases.
+    """
+    started = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = list(pool.map(run, todo, repeat(traces_dir)))
+    return results, time.perf_counter() - started
 
 
 def published_avg_jct(traces_dir: Path, case: Case) -> float | None:

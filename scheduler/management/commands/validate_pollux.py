@@ -1,13 +1,10 @@
 import json
-import time
-from concurrent.futures import ProcessPoolExecutor
-from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.sim.validation import LOADS, POLICIES, WORKLOADS, CaseResult, cases, grid_table, run_case
+from scheduler.sim.validation import LOADS, POLICIES, WORKLOADS, cases, grid_table, replay, run_case
 
 
 class Command(BaseCommand):
@@ -25,10 +22,8 @@ class Command(BaseCommand):
             raise CommandError(f"no Pollux traces under TRACES_DIR={settings.TRACES_DIR}")
         todo = cases(tuple(options["policy"] or POLICIES), tuple(options["load"] or LOADS),
                      tuple(options["workload"] or WORKLOADS))
-        started = time.perf_counter()
-        with ProcessPoolExecutor(max_workers=max(1, options["workers"])) as pool:
-            results: list[CaseResult] = list(pool.map(partial(run_case, traces_dir=settings.TRACES_DIR), todo))
-        rows, wall = grid_table(results), time.perf_counter() - started
+        results, wall = replay(run_case, todo, settings.TRACES_DIR, options["workers"])
+        rows = grid_table(results)
         if options["json"]:
             self.stdout.write(json.dumps({"rows": rows, "cases": len(results), "wall_s": round(wall, 1)}))
         else:

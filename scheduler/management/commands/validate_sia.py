@@ -1,14 +1,12 @@
 import json
-import time
-from concurrent.futures import ProcessPoolExecutor
-from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.core.policy import policy_names
-from scheduler.sim.sia_validation import DEFAULT_SETS, POLICIES, SETS, CaseResult, cases, run_case, table
+from scheduler.sim.sia_validation import DEFAULT_SETS, POLICIES, SETS, cases, run_case, table
+from scheduler.sim.validation import replay
 
 
 class Command(BaseCommand):
@@ -28,10 +26,8 @@ class Command(BaseCommand):
         if not (settings.TRACES_DIR / "sia" / "workloads").is_dir():
             raise CommandError(f"no Sia workloads under TRACES_DIR={settings.TRACES_DIR}/sia/workloads")
         todo = cases(tuple(options["policy"] or POLICIES), tuple(options["sets"]), options["workloads"])
-        started = time.perf_counter()
-        with ProcessPoolExecutor(max_workers=max(1, options["workers"])) as pool:
-            results: list[CaseResult] = list(pool.map(partial(run_case, traces_dir=settings.TRACES_DIR), todo))
-        rows, wall = table(results), time.perf_counter() - started
+        results, wall = replay(run_case, todo, settings.TRACES_DIR, options["workers"])
+        rows = table(results)
         if options["json"]:
             self.stdout.write(json.dumps({"rows": rows, "cases": len(results), "wall_s": round(wall, 1)}))
         else:
