@@ -136,7 +136,7 @@ def place(
         types = [wanted] if wanted else _fastest_with_room(snap, pool, job, targets[job.id], type_notes)
         grown = _grow(pool, job, have, need, index.node_of, types, consolidate)
         if grown is None and not have and not wanted and job.elastic:
-            grown = _largest_on_one_type(pool, job, index.node_of, notes)
+            grown = _largest_on_one_type(pool, job, notes)
         if grown is not None:
             placements[job.id] = grown
         elif len(have) >= job.min_gpus:  # could not grow: keep running as it is
@@ -167,9 +167,7 @@ def _fastest_with_room(snap: ClusterSnapshot, pool: _FreeGpus, job: JobInfo, cou
     return [best]
 
 
-def _largest_on_one_type(
-    pool: _FreeGpus, job: JobInfo, node_of: Mapping[str, str], notes: dict[str, str]
-) -> tuple[str, ...] | None:
+def _largest_on_one_type(pool: _FreeGpus, job: JobInfo, notes: dict[str, str]) -> tuple[str, ...] | None:
     """As many GPUs of one type as are free (the type with most), if that is at least ``job.min_gpus``."""
     if not pool.totals:
         return None

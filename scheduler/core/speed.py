@@ -56,9 +56,6 @@ def held_type(job: JobInfo, snap: ClusterSnapshot) -> str | None:
     return max(sorted(set(types)), key=types.count)
 
 
-_SPEEDS: dict[tuple, tuple[object, object, Mapping[str, float]]] = {}
-
-
 def fastest_type(job: JobInfo, snap: ClusterSnapshot) -> str | None:
     """The GPU type where ``job`` goes fastest at ``min_gpus``, among the types with that many usable GPUs."""
     usable = snap.usable_by_type
@@ -74,6 +71,9 @@ def type_preference(job: JobInfo, snap: ClusterSnapshot) -> tuple[str, ...]:
     """
     speeds, usable = type_speeds(job, snap), snap.usable_by_type
     return tuple(sorted(speeds, key=lambda t: (-speeds[t], -usable.get(t, 0), t)))
+
+
+_SPEEDS: dict[tuple, tuple[object, object, Mapping[str, float]]] = {}
 
 
 def type_speeds(job: JobInfo, snap: ClusterSnapshot) -> Mapping[str, float]:

@@ -7,8 +7,9 @@ REFERENCE-SETUP.md`` §4); this is our own code, written from that description.
 
 Configurations (§3.2; ``sia.py:13-17, 100-121``): on a type of s-GPU nodes, 1, 2, 4 … GPUs up to s
 within one node (powers of two, and s), then s·n GPUs on n whole nodes, n up to the type's nodes. Kept
-to the job's ``min_gpus``..``max_gpus``; a rigid job whose size is no configuration gets its own size
-as one. A job never spans types; a job that requires a type has that type's configurations only.
+to the job's ``min_gpus``..``max_gpus``; a job with no configuration in that range (a rigid job of 6 on
+4-GPU nodes) gets its ``min_gpus`` as one. A job never spans types; a job that requires a type has that
+type's configurations only.
 
 Goodput matrix (§3.1; ``sia.py:673-719``): G[j, c] is job j's speed in configuration c from its goodput
 model *on c's type* (speed.py; a type never measured gets an estimate), at its best batch, on fewest
@@ -184,7 +185,7 @@ class Problem:
                 continue
             cap = ramped if self._ramps(job, gpu_type) else job.max_gpus
             own = [c for c in self.configs if c.gpu_type == gpu_type and job.min_gpus <= c.gpus <= cap]
-            if not own and not job.elastic and job.min_gpus <= self.usable[gpu_type]:
+            if not own and job.min_gpus <= self.usable[gpu_type]:  # no configuration in its range: its minimum
                 size = gpus_per_node(self.snap, gpu_type)
                 own = [Configuration(gpu_type, job.min_gpus, fewest_nodes(job.min_gpus, size))]
             for config in own:

@@ -87,3 +87,9 @@ def test_bad_settings_are_refused() -> None:
         SiaPolicy(p=0)
     with pytest.raises(ValueError):
         SiaPolicy(restart_seconds={"bert": float("nan")})
+
+
+def test_an_elastic_job_whose_range_holds_no_configuration_gets_its_minimum() -> None:
+    odd = job("odd", min_gpus=5, max_gpus=7)  # on 4-GPU nodes: 1, 2, 4, 8 … none within 5..7
+    result = SiaPolicy().allocate(snapshot(cluster(4, 4, gpu_type="t4"), odd), None)
+    assert result.allocations == {"odd": 5}
