@@ -24,6 +24,7 @@ from .core.fitted_profiles import FITTED_PROFILES
 from .core.goodput import GoodputModel, PerfParams
 from .core.goodput_fit import predict_step_time
 from .core.gpu_types import gpu_type_key
+from .core.speed import estimated_model
 from .models import Allocation, Job, JobReport
 
 
@@ -57,24 +58,32 @@ def refit_job(job: Job) -> dict[str, Any] | None:
     """Refit ``job``'s goodput model from its reports and store it in ``Job.fitted_model``.
 
     Starts from the job's profile model (``FITTED_PROFILES``, on the job's GPU type, else
-    the type of the GPUs it ran on) and rescales it to the reported throughputs
-    (``rescale_to_measurements``); the noise scale is the median reported one, else the
-    profile's. Stores and returns the JSON form (``model_as_json``); stores nothing and
-    returns None while the reports cover fewer than ``MIN_CONFIGURATIONS`` distinct
-    (GPUs, batch size) pairs, or when the job's profile is unknown.
+    the type of the GPUs it ran on; an estimate where the profile never measured that type)
+    and rescales it to the reported throughputs (``rescale_to_measurements``); the noise
+    scale is the median reported one, else the profile's. Stores and returns the JSON form
+    (``model_as_json``); stores nothing and returns None while the reports cover fewer than
+    ``MIN_CONFIGURATIONS`` distinct (GPUs, batch size) pairs (one, on an estimated type), or
+    when the job's profile is unknown.
     """
     start = _profile_model(job)
     rows = list(
         JobReport.objects.filter(job=job, throughput__gt=0).order_by("-at", "-id")
         .values_list("nodes", "gpus", "batch_size", "throughput", "grad_noise_scale")[:RECENT_REPORTS]
     )
-    if start is None or len({(gpus, batch) for _, gpus, batch, *_ in rows}) < MIN_CONFIGURATIONS:
+    if start is None:
         return None
     gpu_type, model = start
+    # On a type its profile never measured, the estimate is a guess (speed.estimated_model): one configuration
+    # measured there already beats it. As Sia bootstraps a new type: the measured throughput sets the level,
+    # the profile's measured type the shape (how speed scales with GPUs and batch).
+    needed = 1 if model.estimated_from else MIN_CONFIGURATIONS
+    if len({(gpus, batch) for _, gpus, batch, *_ in rows}) < needed:
+        return None
     nodes, gpus, batch, throughput = (np.array([row[i] for row in rows], dtype=float) for i in range(4))
     perf = rescale_to_measurements(model.perf, nodes, gpus, batch / gpus, batch / throughput)
     noise = [row[4] for row in rows if row[4] is not None]
-    fitted = replace(model, perf=perf, noise_scale=float(np.median(noise)) if noise else model.noise_scale)
+    fitted = replace(model, perf=perf, noise_scale=float(np.median(noise)) if noise else model.noise_scale,
+                     estimated_from=None)
     stored = model_as_json(gpu_type, fitted, reports=len(rows))
     Job.objects.filter(pk=job.pk).update(fitted_model=stored)
     job.fitted_model = stored
@@ -117,8 +126,10 @@ def _profile_model(job: Job) -> tuple[str, GoodputModel] | None:
     if not by_type:
         return None
     gpu_type = gpu_type_key(job.gpu_type) if job.gpu_type else _held_gpu_type(job)
-    # A profile not measured on this type still has the right shape: start from its first type.
-    return gpu_type or sorted(by_type)[0], by_type.get(gpu_type) or by_type[sorted(by_type)[0]]
+    if not gpu_type:
+        return sorted(by_type)[0], by_type[sorted(by_type)[0]]
+    # A profile not measured on this type still has the right shape: start from its estimate there.
+    return gpu_type, by_type.get(gpu_type) or estimated_model(by_type, gpu_type)
 
 
 def _held_gpu_type(job: Job) -> str:

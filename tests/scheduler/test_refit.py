@@ -61,3 +61,20 @@ def test_the_gpu_type_comes_from_the_gpus_it_ran_on(job: Job) -> None:
     assert stored is not None and stored["gpu_type"] == "v100" and stored["reports"] == 3
     assert stored["noise_scale"] == FITTED_PROFILES["cifar10"]["v100"].noise_scale  # none reported
     assert Job.objects.get(pk=job.pk).fitted_model == stored
+
+
+def test_one_configuration_on_an_unmeasured_type_replaces_the_estimate(job: Job) -> None:
+    # cifar10 was never measured on H100: its model there is an estimate, which one report already beats.
+    specs = [services.GpuSpec(i, f"GPU-h-{i}", "NVIDIA H100 80GB HBM3", 81920, 700) for i in range(2)]
+    node = services.register_node("h100-node", specs)
+    Allocation.objects.create(job=job, gpu=node.gpus.first(), started_at=timezone.now())
+    add_reports(job, [(1, 256), (1, 256)])
+    stored = refit_job(job)
+    assert stored is not None and stored["gpu_type"] == "h100" and stored["reports"] == 2
+    estimate = FITTED_PROFILES["cifar10"]["a100"]
+    assert stored["perf"][1] != estimate.perf.beta_c  # rescaled to the report, not the estimate's compute
+
+
+def test_one_configuration_on_a_measured_type_is_not_enough(job: Job) -> None:
+    add_reports(job, [(1, 256), (1, 256)])
+    assert refit_job(job) is None
