@@ -130,8 +130,10 @@ def run_cycle(
         counts, quota_reasons = reclaim_for_owners(admitted, counts)
         stage_reasons.update(quota_reasons)
     # A policy that places node by node (Pollux) moves a growing job whole onto one node rather than spread it.
-    placed = place(admitted, counts, consolidate=getattr(policy, "consolidates_on_growth", False),
-                   gpu_types=result.gpu_types)
+    # A type the policy chose goes with the count it chose: a job the guards held or a quota resized stays where
+    # it is rather than move with a count the policy did not price there.
+    types = {job_id: t for job_id, t in result.gpu_types.items() if counts[job_id] == result.allocations[job_id]}
+    placed = place(admitted, counts, consolidate=getattr(policy, "consolidates_on_growth", False), gpu_types=types)
     stages = (result.reasons, stage_reasons, placed.notes, placed.unplaced, rejected)
     outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes, placed.type_notes)
     changes = outcome.changes()

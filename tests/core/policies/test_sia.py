@@ -93,3 +93,13 @@ def test_an_elastic_job_whose_range_holds_no_configuration_gets_its_minimum() ->
     odd = job("odd", min_gpus=5, max_gpus=7)  # on 4-GPU nodes: 1, 2, 4, 8 … none within 5..7
     result = SiaPolicy().allocate(snapshot(cluster(4, 4, gpu_type="t4"), odd), None)
     assert result.allocations == {"odd": 5}
+
+
+def test_a_job_held_by_the_rescale_limit_keeps_its_gpus_instead_of_moving() -> None:
+    # Sia would move it from t4 to a100, but it rescaled 4 times in the last hour: it is held where it is.
+    on_t4 = job("j", min_gpus=1, max_gpus=2, profile="model", holds=1, on="t0", submit=-100_000)
+    snap = snapshot(MIXED, on_t4, profiles=PROFILES, now=0.0)
+    state = {"rescales": {"j": [-600.0, -500.0, -400.0, -300.0]}}
+    result = run_cycle(snap, get_policy("sia"), state)
+    assert result.changes == () and result.decisions["j"].gpus == ("t0-g0",)
+    assert "rescales in the last hour" in result.decisions["j"].reason
