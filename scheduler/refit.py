@@ -104,7 +104,7 @@ def rescale_to_measurements(
     measured = np.asarray(step_time, dtype=float)
 
     def predicted(log_scales: NDArray) -> NDArray:
-        return predict_step_time(scale_perf(perf, *np.exp(log_scales)), num_nodes, num_gpus, local_bsz)
+        return predict_step_time(perf.scaled(*np.exp(log_scales)), num_nodes, num_gpus, local_bsz)
 
     def residuals(log_scales: NDArray) -> NDArray:
         prior = _SYNC_PRIOR * (log_scales[1] - log_scales[0])
@@ -112,12 +112,7 @@ def rescale_to_measurements(
 
     level = float(np.median(np.log(measured / predicted(np.zeros(2)))))
     result = least_squares(residuals, np.full(2, level), loss="soft_l1", f_scale=_LOSS_SCALE)
-    return scale_perf(perf, *np.exp(result.x))
-
-
-def scale_perf(perf: PerfParams, compute: float, sync: float) -> PerfParams:
-    """``perf`` with (α_c, β_c) multiplied by ``compute`` and every sync term by ``sync``."""
-    return perf.scaled(compute, sync)
+    return perf.scaled(*np.exp(result.x))
 
 
 def _profile_model(job: Job) -> tuple[str, GoodputModel] | None:

@@ -131,11 +131,6 @@ def estimated_model(by_type: Mapping[str, GoodputModel], gpu_type: str) -> Goodp
     return model
 
 
-def dominant_gpu_type(snap: ClusterSnapshot) -> str | None:
-    counts = snap.gpus_by_type
-    return max(sorted(counts), key=counts.__getitem__) if counts else None
-
-
 def gpus_per_node(snap: ClusterSnapshot, gpu_type: str | None = None) -> int:
     """The largest node size (of ``gpu_type`` if given): the fewest-nodes packing unit."""
     return snap.largest_node_by_type.get(gpu_type, 0) or 1

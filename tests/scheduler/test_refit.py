@@ -11,14 +11,14 @@ from django.utils import timezone
 from scheduler import services
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.models import Allocation, Job, JobReport
-from scheduler.refit import refit_job, rescale_to_measurements, scale_perf
+from scheduler.refit import refit_job, rescale_to_measurements
 
 PROFILE = FITTED_PROFILES["bert"]["v100"]
 GPUS, NODES, LOCAL = np.array([1, 2, 4, 8, 16]), np.array([1, 1, 1, 1, 2]), np.array([8, 8, 8, 6, 4])
 
 
 def test_compute_and_sync_scales_are_recovered_separately() -> None:
-    truth = scale_perf(PROFILE.perf, 1.5, 3.0)
+    truth = PROFILE.perf.scaled(1.5, 3.0)
     measured = replace(PROFILE, perf=truth).iteration_time(NODES, GPUS, LOCAL)
     fitted = rescale_to_measurements(PROFILE.perf, NODES, GPUS, LOCAL, measured)
     assert fitted.beta_c / PROFILE.perf.beta_c == pytest.approx(1.5, rel=0.02)
