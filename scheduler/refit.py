@@ -129,6 +129,6 @@ def _profile_model(job: Job) -> tuple[str, GoodputModel] | None:
 
 def _held_gpu_type(job: Job) -> str:
     """The type of most of the GPUs the job held lately; empty when it never held one."""
-    models = Allocation.objects.filter(job=job).order_by("-started_at").values_list("gpu__model", flat=True)[:64]
+    models = Allocation.objects.filter(job=job).order_by("-started_at", "-id").values_list("gpu__model", flat=True)[:64]
     types = [gpu_type_key(model) for model in models]
     return max(sorted(set(types)), key=types.count) if types else ""

@@ -131,7 +131,7 @@ def finish_time_fairness(user: Viewer, start: datetime, end: datetime, limit: in
     """ρ of the jobs ``user`` sees (of one tenant if given) that succeeded in [start, end), the latest ``limit``."""
     done = list(
         visible_jobs(user, tenant).filter(state=JobState.SUCCEEDED, finished_at__gte=start, finished_at__lt=end)
-        .order_by("-finished_at").values(*INFO_FIELDS, "started_at", "finished_at", "attained_gpu_seconds",
+        .order_by("-finished_at", "-id").values(*INFO_FIELDS, "started_at", "finished_at", "attained_gpu_seconds",
                                          "restarts")[:limit]
     )
     if not done:

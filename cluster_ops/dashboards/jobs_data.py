@@ -128,7 +128,8 @@ def held_gpu_types(allocations: Any) -> dict[int, str]:
     """Job id → the GPU types of ``allocations`` (an Allocation queryset), "a100" or, for a job moved between
     types, "v100/a100"."""
     found: dict[int, list[str]] = {}
-    for job_id, model in allocations.order_by("started_at").values_list("job_id", "gpu__model"):
+    # "id" breaks ties between GPUs taken at the same instant: without it PostgreSQL returns them in any order.
+    for job_id, model in allocations.order_by("started_at", "id").values_list("job_id", "gpu__model"):
         kinds = found.setdefault(job_id, [])
         if gpu_type_key(model) not in kinds:
             kinds.append(gpu_type_key(model))
@@ -184,7 +185,7 @@ class Goodput:
 
 def job_choices(user: Viewer, tenant: str | None = None, limit: int = 300) -> list[tuple[int, str]]:
     """(id, label) of the jobs to pick from: running ones first, then the most recently submitted."""
-    jobs = visible_jobs(user, tenant).order_by("-submitted_at")
+    jobs = visible_jobs(user, tenant).order_by("-submitted_at", "-id")
     fields = ("pk", "name", "tenant__name", "state")
     running = list(jobs.filter(state__in=ACTIVE_STATES).values_list(*fields)[:limit])
     others = list(jobs.exclude(state__in=ACTIVE_STATES).values_list(*fields)[: max(0, limit - len(running))])

@@ -190,7 +190,7 @@ def alerts(jobs: JobQuerySet, held: dict[int, int], util: dict[int, float | None
     found += _capped("long wait", [
         Alert("warning", "long wait", f"{job.name} ({job.tenant}) pending {_duration(now - job.submitted_at)}"
               + (f": {job.pending_reason}" if job.pending_reason else ""))
-        for job in waiting.order_by("submitted_at")[: ALERTS_PER_KIND + 1]], waiting.count())
+        for job in waiting.order_by("submitted_at", "id")[: ALERTS_PER_KIND + 1]], waiting.count())
     return found
 
 
