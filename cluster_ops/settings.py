@@ -140,6 +140,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by us: /api/docs/ works offline
     "django_plotly_dash.apps.DjangoPlotlyDashConfig",  # the dashboards (cluster_ops/dashboards/)
     "axes",  # login lock-out (django-axes)
     "csp",  # Content-Security-Policy (django-csp)
@@ -347,6 +348,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    # No badge from validator.swagger.io: the page loads nothing from another origin.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 # --- The product --------------------------------------------------------------------
