@@ -5,6 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/ruff check . || exit 1
 .venv/bin/mypy || exit 1
+.venv/bin/python -m tests.prerequisites || exit 1  # installs (as root) or names what the suite needs
 .venv/bin/pytest "$@"
 status=$?
 if [ "$status" -eq 5 ]; then

@@ -13,7 +13,17 @@ from django.utils import timezone
 from scheduler import services
 from scheduler.models import Job, Node, Tenant
 
+from . import prerequisites
+
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def required_prerequisites(request: pytest.FixtureRequest) -> None:
+    """``@pytest.mark.needs("browser")``: fail saying what to install, unless opted out (tests/prerequisites.py)."""
+    for marker in request.node.iter_markers("needs"):
+        for group in marker.args:
+            prerequisites.require(group)
 
 
 @pytest.fixture(autouse=True)

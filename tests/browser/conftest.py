@@ -14,7 +14,7 @@ Fixtures for every dashboard test:
 
 Playwright's sync API keeps an asyncio loop in the main thread, so Django's async-safety check
 must be off in this process (``DJANGO_ALLOW_ASYNC_UNSAFE``). Without ``/usr/bin/chromium`` the
-tests here are skipped (CI installs it: ``.ci/run``).
+tests here fail saying what to install (``tests/prerequisites.py``).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from django.utils import timezone
 
 from cluster_ops.dashboards import seed
 from scheduler.models import Tenant
+from tests.prerequisites import CHROMIUM
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -51,13 +51,10 @@ CHARTS_DRAWN = """() => {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if CHROMIUM.exists():
-        return
     here = Path(__file__).parent
-    skip = pytest.mark.skip(reason=f"{CHROMIUM} is not installed (apt-get install -y chromium)")
     for item in items:
         if here in Path(str(item.fspath)).parents:
-            item.add_marker(skip)
+            item.add_marker(pytest.mark.needs("browser"))
 
 
 @pytest.fixture(scope="session")

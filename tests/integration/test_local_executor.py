@@ -3,7 +3,6 @@ PyTorch ranks of ``examples/elastic_train.py``, rescaled 1 → 2 → 1 GPUs by l
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -28,8 +27,7 @@ from .conftest import wait_until
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None,
-                       reason="torch is not installed (.venv/bin/pip install -r requirements-node.txt)"),
+    pytest.mark.needs("torch"),
 ]
 
 HOST = "agent-test-node"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -90,7 +89,7 @@ def log_in_and_get(base: str, path: str, password: str) -> str:
     return opener.open(f"{base}{path}").read().decode()
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.needs("make")
 def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures_dir: Path, tmp_path: Path) -> None:
     marker, web_port = f"CLUSTER_OPS_STACK_TEST={uuid.uuid4().hex}", free_port()
     env = {

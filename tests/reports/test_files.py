@@ -19,9 +19,7 @@ from cluster_ops.reports import charts, periods, services
 
 from .week import Week
 
-needs_pdftotext = pytest.mark.skipif(
-    shutil.which("pdftotext") is None,
-    reason="pdftotext is missing: apt-get install poppler-utils (.ci/run installs it)")
+needs_pdftotext = pytest.mark.needs("pdf")
 
 
 def pdf_text(report: Report) -> str:

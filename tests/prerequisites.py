@@ -1,0 +1,117 @@
+"""What the suite needs from outside the virtual environment: the one list of it.
+
+``make test`` runs ``python -m tests.prerequisites`` first: as root it installs whatever is
+missing (Debian packages with apt-get, PyTorch into the venv); otherwise it names what to install
+and fails. Inside pytest, a test marked ``@pytest.mark.needs("browser")`` (or a module with that
+``pytestmark``) fails saying what to install when its prerequisite is absent.
+
+The only way to skip such tests is to name their group in ``CLUSTER_OPS_TEST_WITHOUT``
+(e.g. ``CLUSTER_OPS_TEST_WITHOUT=browser,torch``), an explicit opt-out that CI never sets.
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+OPT_OUT_VARIABLE = "CLUSTER_OPS_TEST_WITHOUT"
+CHROMIUM = Path("/usr/bin/chromium")
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Prerequisite:
+    group: str
+    what: str  # for people: what the tests use it for
+    present: Callable[[], bool]
+    debian_packages: tuple[str, ...] = ()
+    pip_requirements: str = ""  # a requirements file, relative to the repository
+
+    def install_hint(self) -> str:
+        if self.debian_packages:
+            return "apt-get install -y --no-install-recommends " + " ".join(self.debian_packages)
+        return f".venv/bin/pip install -r {self.pip_requirements}"
+
+
+def _commands(*names: str) -> Callable[[], bool]:
+    return lambda: all(shutil.which(name) for name in names)
+
+
+def _libraries(*names: str) -> Callable[[], bool]:
+    return lambda: all(ctypes.util.find_library(name) for name in names)
+
+
+PREREQUISITES = {p.group: p for p in (
+    # Debian's Chromium, driven by Playwright (never `playwright install`, which downloads a browser).
+    Prerequisite("browser", "the browser tests (tests/browser/)", CHROMIUM.exists, ("chromium",)),
+    Prerequisite("pdf", "report PDFs: WeasyPrint's pango/harfbuzz and a font; pdftotext reads them back",
+                 lambda: _commands("pdftotext")() and _libraries("pango-1.0", "pangoft2-1.0", "harfbuzz-subset")(),
+                 ("poppler-utils", "libpango-1.0-0", "libpangoft2-1.0-0", "libharfbuzz-subset0", "fonts-dejavu-core")),
+    # Debian's prometheus package ships promtool too.
+    Prerequisite("alerting", "`promtool test rules` and a real Prometheus scraping /metrics",
+                 _commands("promtool", "prometheus"), ("prometheus",)),
+    Prerequisite("make", "the `make run` end-to-end test", _commands("make"), ("make",)),
+    Prerequisite("torch", "the local executor's training run (tests/integration/test_local_executor.py)",
+                 lambda: importlib.util.find_spec("torch") is not None, pip_requirements="requirements-node.txt"),
+)}
+
+
+def opted_out() -> set[str]:
+    return {name.strip() for name in os.environ.get(OPT_OUT_VARIABLE, "").split(",") if name.strip()}
+
+
+def missing() -> list[Prerequisite]:
+    return [p for p in PREREQUISITES.values() if not p.present()]
+
+
+def require(group: str) -> None:
+    """Inside a test: return if ``group`` is present; skip if opted out; else fail naming what to install."""
+    import pytest
+
+    prerequisite = PREREQUISITES[group]
+    if prerequisite.present():
+        return
+    if group in opted_out():
+        pytest.skip(f"{group} opted out by {OPT_OUT_VARIABLE}")
+    pytest.fail(f"{prerequisite.what} need(s) {prerequisite.install_hint()} "
+                f"(or opt out explicitly: {OPT_OUT_VARIABLE}={group})", pytrace=False)
+
+
+def install(prerequisites: list[Prerequisite]) -> None:
+    packages = sorted({package for p in prerequisites for package in p.debian_packages})
+    if packages:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+    for requirements in sorted({p.pip_requirements for p in prerequisites if p.pip_requirements}):
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "-r", str(REPO / requirements)], check=True)
+
+
+def main() -> int:
+    """Install what is missing (as root), or name it and fail; groups opted out are left alone."""
+    wanted = [p for p in missing() if p.group not in opted_out()]
+    if wanted and os.geteuid() == 0 and shutil.which("apt-get"):
+        print("installing the test prerequisites: " + ", ".join(p.group for p in wanted), flush=True)
+        install(wanted)
+        wanted = [p for p in wanted if not p.present()]
+    for prerequisite in wanted:
+        print(f"missing for {prerequisite.what}: {prerequisite.install_hint()}", file=sys.stderr)
+    if wanted:
+        print(f"install them (as root `make test` does it), or skip those tests explicitly: "
+              f"{OPT_OUT_VARIABLE}={','.join(p.group for p in wanted)}", file=sys.stderr)
+        return 1
+    for group in sorted(opted_out()):
+        print(f"warning: tests needing {group!r} are skipped ({OPT_OUT_VARIABLE})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

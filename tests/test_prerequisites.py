@@ -1,0 +1,43 @@
+"""The suite's prerequisites: a missing one fails its tests with what to install; only an explicit opt-out skips."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import prerequisites
+from tests.prerequisites import OPT_OUT_VARIABLE, PREREQUISITES, Prerequisite
+
+
+@pytest.fixture
+def absent(monkeypatch: pytest.MonkeyPatch) -> Prerequisite:
+    gone = Prerequisite("gizmo", "the gizmo tests", lambda: False, ("gizmo-tools",))
+    monkeypatch.setitem(PREREQUISITES, "gizmo", gone)
+    monkeypatch.delenv(OPT_OUT_VARIABLE, raising=False)
+    return gone
+
+
+def test_a_missing_prerequisite_fails_naming_the_package(absent: Prerequisite) -> None:
+    with pytest.raises(pytest.fail.Exception, match="apt-get install -y --no-install-recommends gizmo-tools"):
+        prerequisites.require("gizmo")
+
+
+def test_only_an_explicit_opt_out_skips(absent: Prerequisite, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(OPT_OUT_VARIABLE, "browser, gizmo")
+    with pytest.raises(pytest.skip.Exception, match=OPT_OUT_VARIABLE):
+        prerequisites.require("gizmo")
+
+
+def test_the_runner_names_what_is_missing_and_fails(absent: Prerequisite, monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(prerequisites, "missing", lambda: [absent])
+    monkeypatch.setattr(prerequisites.os, "geteuid", lambda: 1000)  # not root: nothing is installed
+    assert prerequisites.main() == 1
+    assert "gizmo-tools" in capsys.readouterr().err
+    monkeypatch.setenv(OPT_OUT_VARIABLE, "gizmo")
+    assert prerequisites.main() == 0
+
+
+@pytest.mark.parametrize("group", sorted(PREREQUISITES))
+def test_every_prerequisite_is_present_here(group: str) -> None:
+    """`make test` installed them (tests/prerequisites.py); a machine without one fails here, not by skipping."""
+    prerequisites.require(group)
