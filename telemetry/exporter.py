@@ -8,7 +8,10 @@ latest sample is older than ``STALE_AFTER`` is not exported at all. dcgm-exporte
 ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` a counter; it is a gauge here because the Python
 client would rename a counter to ``…_total`` (``rate()`` works on either).
 
-Cluster metrics (``cluster_ops_*``) are computed from the scheduler's rows at scrape time.
+Cluster metrics (``cluster_ops_*``) are computed from the scheduler's rows at scrape time, among them what the
+alerting rules (``monitoring/prometheus/cluster-ops-rules.yml``) need: GPUs per health, the oldest wait, each
+tenant's quota and queue, the last successful round and each worker's last heartbeat (Unix seconds), and the
+intervals they are expected at.
 A collector is built per request and registered in a fresh ``CollectorRegistry``: no state
 survives between scrapes.
 """
@@ -20,12 +23,24 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, Max
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from scheduler.models import QUEUED_STATES, SCHEDULABLE_STATES, Allocation, Gpu, Job, Tenant
+from cluster_ops.models import Heartbeat
+from scheduler.models import (
+    QUEUED_STATES,
+    SCHEDULABLE_STATES,
+    Allocation,
+    Gpu,
+    GpuHealth,
+    Job,
+    RoundStatus,
+    SchedulerSettings,
+    SchedulingRound,
+    Tenant,
+)
 from scheduler.sim.metrics import entitlements, jain_index, percentile
 
 from .models import GpuSample
@@ -64,6 +79,9 @@ class ClusterCollector(Collector):
         yield from gpu_metrics(samples)
         yield from queue_metrics(self.now)
         yield from tenant_metrics(tenant_shares())
+        yield from tenant_demand_metrics()
+        yield from inventory_metrics()
+        yield from liveness_metrics()
         idle = GaugeMetricFamily(
             "cluster_ops_idle_allocated_gpus",
             f"GPUs held by a job whose latest utilisation is below {settings.TELEMETRY_IDLE_UTIL} %.",
@@ -109,6 +127,10 @@ def queue_metrics(now: datetime) -> Iterator[Metric]:
     for q in WAIT_QUANTILES if waits else ():
         wait.add_metric([str(q)], percentile(waits, q * 100) or 0.0)
     yield wait
+    oldest = GaugeMetricFamily("cluster_ops_queue_oldest_wait_seconds",
+                               "Wait since submission of the longest-waiting queued job (0 with none queued).")
+    oldest.add_metric([], max(waits, default=0.0))
+    yield oldest
 
 
 @dataclass(frozen=True)
@@ -159,3 +181,47 @@ def tenant_metrics(shares: Shares) -> Iterator[Metric]:
     if index is not None:
         jain.add_metric([], index)
     yield from (allocated, share, entitlement, jain)
+
+
+def tenant_demand_metrics() -> Iterator[Metric]:
+    """Each tenant's quota and queued jobs: with ``cluster_ops_tenant_allocated_gpus``, who is starved below quota."""
+    quota = GaugeMetricFamily("cluster_ops_tenant_quota_gpus", "The tenant's GPU quota.", labels=["tenant"])
+    queued = GaugeMetricFamily("cluster_ops_tenant_queued_jobs", "The tenant's jobs waiting for GPUs.",
+                               labels=["tenant"])
+    waiting = dict(Job.objects.filter(state__in=QUEUED_STATES).values_list("tenant__name").annotate(n=Count("id")))
+    for name, gpus in Tenant.objects.order_by("name").values_list("name", "gpu_quota"):
+        quota.add_metric([name], gpus)
+        queued.add_metric([name], waiting.get(name, 0))
+    yield from (quota, queued)
+
+
+def inventory_metrics() -> Iterator[Metric]:
+    """GPUs in the inventory by health (every health exported, 0 included, so an alert can compare)."""
+    gpus = GaugeMetricFamily("cluster_ops_gpus", "GPUs in the inventory, by health.", labels=["health"])
+    counts = dict(Gpu.objects.values_list("health").annotate(n=Count("id")))
+    for health in GpuHealth.values:
+        gpus.add_metric([health], counts.get(health, 0))
+    yield gpus
+
+
+def liveness_metrics() -> Iterator[Metric]:
+    """When the scheduler last finished a round and each worker last beat, with the intervals they should keep."""
+    live = SchedulerSettings.objects.filter(pk=1).values_list("round_seconds", "paused").first()
+    interval = GaugeMetricFamily("cluster_ops_round_interval_seconds", "The live scheduler's round interval.")
+    paused = GaugeMetricFamily("cluster_ops_scheduler_paused", "1 while an operator has paused scheduling rounds.")
+    if live is not None:
+        interval.add_metric([], live[0])
+        paused.add_metric([], 1.0 if live[1] else 0.0)
+    last_round = GaugeMetricFamily("cluster_ops_last_round_timestamp_seconds",
+                                   "When the last successful scheduling round finished (Unix time).")
+    finished = SchedulingRound.objects.filter(status=RoundStatus.OK).aggregate(at=Max("finished_at"))["at"]
+    if finished is not None:
+        last_round.add_metric([], finished.timestamp())
+    heartbeat = GaugeMetricFamily("cluster_ops_worker_heartbeat_timestamp_seconds",
+                                  "When the worker last ran the heartbeat task (Unix time).", labels=["worker"])
+    for worker, seen in Heartbeat.objects.order_by("worker").values_list("worker", "last_seen_at"):
+        heartbeat.add_metric([worker], seen.timestamp())
+    heartbeat_interval = GaugeMetricFamily("cluster_ops_heartbeat_interval_seconds",
+                                           "How often beat sends the heartbeat task.")
+    heartbeat_interval.add_metric([], settings.HEARTBEAT_SECONDS)
+    yield from (interval, paused, last_round, heartbeat, heartbeat_interval)
