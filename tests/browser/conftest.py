@@ -95,12 +95,17 @@ def log_in(page, base_url: str, username: str, password: str = PASSWORD) -> None
 
 
 def _guarded(page, base_url: str) -> Iterator:  # type: ignore[no-untyped-def]
-    """Yield ``page``; afterwards fail if a request left the live server's host, a response was a 5xx, or a page
-    loaded plotly.js's full bundle (the charts must draw with our cartesian one: ``dashboards.common.SCRIPTS``)."""
+    """Yield ``page``; afterwards fail if a request left the live server's host, a response was a 5xx, the console
+    logged an error or a warning (the page's or its frames'; a 404, /favicon.ico's too, is one), or a page loaded
+    plotly.js's full bundle (the charts must draw with our cartesian one: ``dashboards.common.SCRIPTS``)."""
     host = urlsplit(base_url).hostname
     outside: list[str] = []
     failures: list[str] = []
     full_plotly: list[str] = []
+    console: list[str] = []
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text} ({m.location.get('url', '')})")
+            if m.type in ("error", "warning") else None)
+    page.on("pageerror", lambda e: console.append(f"uncaught: {e}"))
     page.on("request", lambda r: outside.append(r.url)
             if r.url.startswith("http") and urlsplit(r.url).hostname != host else None)
     page.on("request", lambda r: full_plotly.append(r.url) if r.url.endswith("/plotly.min.js") else None)
@@ -109,6 +114,7 @@ def _guarded(page, base_url: str) -> Iterator:  # type: ignore[no-untyped-def]
     assert outside == [], f"requests left {host}: {outside}"
     assert failures == [], f"server errors: {failures}"
     assert full_plotly == [], f"plotly.js's full bundle was loaded: {full_plotly}"
+    assert console == [], f"the console logged: {console}"
 
 
 @pytest.fixture
