@@ -25,9 +25,17 @@ def badge(text: str, colour: str) -> str:
     )
 
 
+def shorten(text: str, limit: int = 90) -> str:
+    """``text`` cut at ``limit`` characters with an ellipsis: a list column stays narrow; the change page has all."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
 class ReadOnlyInline(admin.TabularInline):
     extra = 0
     can_delete = False
+
+    class Media:
+        css = {"all": ("cluster_ops/admin.css",)}
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

@@ -22,7 +22,8 @@ from ..models import (
     Node,
     RescaleEvent,
 )
-from .common import STATE_COLOURS, ReadOnlyInline, badge
+from ..core.fitted_profiles import FITTED_PROFILES
+from .common import STATE_COLOURS, ReadOnlyInline, badge, shorten
 
 LAUNCH_FIELDS = ("gpu_type", "batch_size", "command")  # editable while the job waits for its first start
 
@@ -70,11 +71,10 @@ class GpuBoundsForm(forms.Form):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = (
-        "id", "name", "tenant", "state_badge", "gpus_held", "gpu_range", "priority", "progress_pct",
-        "submitted_at",
-    )
+    # What fits 1366 px; bounds, priority and the rest are on the change page.
+    list_display = ("id", "name", "tenant", "state_badge", "gpus_held", "progress_pct", "why_pending", "submitted_at")
     list_display_links = ("id", "name")
+    ordering = ("-submitted_at", "-id")  # newest first
     list_filter = ("state", "tenant", RunningOnNodeFilter)
     search_fields = ("name", "tenant__name", "owner__username", "workload_profile")
     date_hierarchy = "submitted_at"
@@ -82,7 +82,7 @@ class JobAdmin(admin.ModelAdmin):
     inlines = (AllocationInline, RescaleEventInline)
     actions = ("cancel_jobs", "requeue_jobs", "change_priority", "change_gpu_bounds")
     readonly_fields = (
-        "state", "submitted_at", "started_at", "finished_at", "progress", "attained_gpu_seconds",
+        "state", "pending_reason", "submitted_at", "started_at", "finished_at", "progress", "attained_gpu_seconds",
         "restarts", "last_throughput", "last_grad_noise_scale",
     )
     fieldsets = (
@@ -105,9 +105,22 @@ class JobAdmin(admin.ModelAdmin):
     def gpus_held(self, job: Job) -> int:
         return job.held  # type: ignore[attr-defined]
 
-    @admin.display(description="GPU range")
-    def gpu_range(self, job: Job) -> str:
-        return f"{job.min_gpus}..{job.max_gpus}" if job.elastic else str(job.min_gpus)
+    @admin.display(description="why pending", ordering="pending_reason")
+    def why_pending(self, job: Job) -> str:
+        return shorten(job.pending_reason) if job.state in (JobState.PENDING, JobState.PREEMPTED) else ""
+
+    def get_form(self, request: HttpRequest, obj: Job | None = None, change: bool = False,
+                 **kwargs: object) -> type[forms.ModelForm]:
+        """The profile is a choice of the fitted ones (the job's own kept, should it be another)."""
+        form = super().get_form(request, obj, change=change, **kwargs)
+        names = sorted(FITTED_PROFILES) + ([obj.workload_profile] if obj and obj.workload_profile
+                                           not in FITTED_PROFILES else [])
+        profile = form.base_fields.get("workload_profile")
+        if profile is not None:
+            form.base_fields["workload_profile"] = forms.ChoiceField(
+                choices=[("", "---------"), *((name, name) for name in names)], label="Workload profile",
+                help_text="the fitted throughput profile the goodput model uses")
+        return form
 
     @admin.display(description="progress")
     def progress_pct(self, job: Job) -> str:

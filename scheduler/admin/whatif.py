@@ -89,8 +89,7 @@ class WhatIfPolicyFilter(admin.SimpleListFilter):
 
 @admin.register(WhatIfRun)
 class WhatIfRunAdmin(ReadOnlyResultsAdmin):
-    list_display = ("id", "policy", "trace", "status_badge", "progress_pct", "sweep", "created_by", "created_at",
-                    "finished_at")
+    list_display = ("id", "policy", "trace", "status_badge", "progress_pct", "created_by", "created_at")
     list_filter = ("status", WhatIfPolicyFilter)
     list_select_related = ("sweep", "created_by")
     actions = ("run_again",)

@@ -154,7 +154,7 @@ class Job(models.Model):
     )
     name = models.CharField(max_length=200)
     workload_profile = models.CharField(
-        max_length=100, help_text="throughput profile the goodput model uses, e.g. resnet18-cifar10"
+        max_length=100, help_text="the fitted throughput profile the goodput model uses, e.g. cifar10 or bert"
     )
     total_work = models.FloatField(
         validators=[MaxValueValidator(bounds.MAX_TOTAL_WORK)],  # ≥ 0: the check constraint, with its message

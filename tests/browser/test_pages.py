@@ -28,3 +28,24 @@ def test_api_docs_draw_offline(staff_page, live_server) -> None:  # type: ignore
     assert staff_page.locator(".opblock-summary-path").filter(has_text="/api/jobs/").count() > 0
     ARTIFACTS.mkdir(exist_ok=True)
     staff_page.screenshot(path=str(ARTIFACTS / "api-docs.png"))
+
+
+LISTS = ("/admin/scheduler/job/", "/admin/scheduler/schedulinground/", "/admin/scheduler/rescaleevent/",
+         "/admin/scheduler/whatifrun/")
+# True when the change list's table ends inside the window: no column cut off, no sideways scrolling.
+FITS = "() => document.querySelector('#result_list').getBoundingClientRect().right <= window.innerWidth"
+
+
+def test_admin_lists_fit_1366_pixels(staff_page, live_server, dashboard_data, staff_user) -> None:  # type: ignore[no-untyped-def]
+    from scheduler.models import WhatIfRun
+    from scheduler.sim.scenario import Scenario
+    WhatIfRun.objects.create(scenario=Scenario(trace="pollux/workload-6.csv").as_dict(), created_by=staff_user,
+                             progress=0.4)
+    staff_page.set_viewport_size({"width": 1366, "height": 768})
+    for path in LISTS:
+        staff_page.goto(f"{live_server.url}{path}")
+        assert staff_page.locator("#result_list tbody tr").count() > 0, path
+        assert staff_page.evaluate(FITS), f"{path}: the list is wider than 1366 px"
+    ARTIFACTS.mkdir(exist_ok=True)
+    staff_page.goto(f"{live_server.url}/admin/scheduler/job/")
+    staff_page.screenshot(path=str(ARTIFACTS / "admin-jobs-1366.png"))

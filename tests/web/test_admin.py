@@ -177,3 +177,43 @@ def test_allocations_cannot_be_edited_in_admin(operator_client: Client, job: Job
     allocation = Allocation.objects.create(job=job, gpu=node.gpus.first(), started_at=now)
     page = operator_client.get(reverse("admin:scheduler_allocation_change", args=[allocation.pk]))
     assert page.status_code == 200 and 'name="_save"' not in page.content.decode()
+
+
+# --- What an operator asks of the job lists (issue 15, item 4) -----------------------------------------------
+
+
+def test_why_pending_is_a_column_and_a_field(operator_client: Client, job: Job) -> None:
+    Job.objects.filter(pk=job.pk).update(pending_reason="waiting: needs 4 a100 GPUs, 0 free; 1 job ahead")
+    listing = operator_client.get(reverse("admin:scheduler_job_changelist")).content.decode()
+    assert "Why pending" in listing and "needs 4 a100 GPUs, 0 free" in listing
+    page = operator_client.get(reverse("admin:scheduler_job_change", args=[job.pk])).content.decode()
+    assert "Pending reason" in page and "needs 4 a100 GPUs, 0 free" in page
+
+
+def test_job_list_is_newest_first_with_seconds(operator_client: Client, tenant: Tenant, now) -> None:
+    from datetime import timedelta
+
+    from scheduler import services
+    for name, age in (("older-job", 120), ("newer-job", 5)):
+        services.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1,
+                            submitted_at=now - timedelta(seconds=age))
+    listing = operator_client.get(reverse("admin:scheduler_job_changelist")).content.decode()
+    assert listing.index("newer-job") < listing.index("older-job")
+    shown = f"{now - timedelta(seconds=5):%Y-%m-%d %H:%M:%S}"
+    assert shown in listing  # the seconds, not "Dec. 1, 2026, 2:55 p.m."
+
+
+def test_profile_is_a_choice_of_the_fitted_ones(operator_client: Client, db: None) -> None:
+    from scheduler.core.fitted_profiles import FITTED_PROFILES
+    page = operator_client.get(reverse("admin:scheduler_job_add")).content.decode()
+    assert '<select name="workload_profile"' in page
+    for name in FITTED_PROFILES:
+        assert f'<option value="{name}">{name}</option>' in page
+    assert "resnet18-cifar10" not in page
+
+
+def test_rescale_event_list_shortens_long_reasons(operator_client: Client, job: Job, now) -> None:
+    long_reason = "grew on the goodput optimum; " * 20
+    RescaleEvent.objects.create(job=job, at=now, kind="rescale", from_gpus=2, to_gpus=4, reason=long_reason)
+    listing = operator_client.get(reverse("admin:scheduler_rescaleevent_changelist")).content.decode()
+    assert "2 → 4" in listing and long_reason.strip() not in listing and "…" in listing
