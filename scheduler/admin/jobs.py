@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html_join
 
 from .. import services
+from ..core.fitted_profiles import FITTED_PROFILES
 from ..executors import files
 from ..models import (
     Allocation,
@@ -22,7 +23,6 @@ from ..models import (
     Node,
     RescaleEvent,
 )
-from ..core.fitted_profiles import FITTED_PROFILES
 from .common import STATE_COLOURS, ReadOnlyInline, badge, shorten
 
 LAUNCH_FIELDS = ("gpu_type", "batch_size", "command")  # editable while the job waits for its first start
