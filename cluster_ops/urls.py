@@ -13,8 +13,7 @@ admin.site.index_title = "Jobs, GPUs and schedules"
 
 urlpatterns = [
     path("", views.home, name="home"),  # the Overview dashboard
-    # Browsers ask for /favicon.ico on pages that name no icon (the admin's, the Dash apps'); the login page needs it too.
-    path("favicon.ico", views.favicon),
+    path("favicon.ico", views.favicon),  # for pages that name no icon (the admin's, the Dash apps')
     path("dash/<slug:slug>/", pages.dashboard, name="dashboard"),
     path("django_plotly_dash/", include("django_plotly_dash.urls")),  # the Dash apps behind the pages' iframes
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
