@@ -90,6 +90,34 @@ class GpuHour(Rollup):
         return f"GPU {self.gpu_id}, hour {self.start:%Y-%m-%d %H:00}"
 
 
+class ScopeMinute(models.Model):
+    """One minute of a whole scope: the cluster (``"cluster"``), a node (``"node:<id>"``) or a tenant's jobs
+    (``"tenant:<id>"``). Written with the GPU minutes (``telemetry.rollups``), so a 48-hour view of a scope reads
+    2,880 rows instead of every GPU's minutes.
+
+    ``gpus``: GPUs that reported in the minute (a tenant's: the GPUs its jobs held); ``gpu_util_avg``: the mean of
+    their minute means (a tenant's: of its jobs' samples); ``power_w``: the sum of their mean power; the seconds and
+    energy are sums over the scope's GPUs, as in ``Rollup``.
+    """
+
+    scope = models.CharField(max_length=40)
+    start = models.DateTimeField()
+    gpus = models.PositiveIntegerField(default=0)
+    gpu_util_avg = models.FloatField(null=True, blank=True)
+    power_w = models.FloatField(null=True, blank=True)
+    energy_j = models.FloatField(default=0.0)
+    allocated_seconds = models.FloatField(default=0.0)
+    idle_allocated_seconds = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["scope", "start"]
+        constraints = [models.UniqueConstraint(fields=["scope", "start"], name="scopeminute_one_per_scope_and_minute")]
+        indexes = [models.Index(fields=["start"])]
+
+    def __str__(self) -> str:
+        return f"{self.scope}, minute {self.start:%Y-%m-%d %H:%M}"
+
+
 class JobUsageHour(models.Model):
     """A job's GPU time in one hour: held, idle while held, and energy; tenants sum their jobs."""
 

@@ -1,9 +1,11 @@
 """Read-side helpers for dashboards and reports: everything from the rollups, never from raw samples.
 
 A range [start, end) covers the buckets starting in it and the one ``start`` falls in.
-``utilisation`` reads minute rollups for ranges up to ``MINUTE_RANGE_LIMIT`` and hour
-rollups beyond (minute rollups are kept ``TELEMETRY_MINUTE_DAYS``). Anything per job or
-tenant comes from ``JobUsageHour`` and so has hour resolution. GPU-hours are GPU-seconds ÷ 3,600.
+``series`` is a scope's line over time (the cluster, a node, a tenant): minute by minute from ``ScopeMinute`` for
+ranges up to ``SCOPE_MINUTE_LIMIT``, else hour by hour with the current, unfinished hour from its minutes.
+``utilisation`` reads per-GPU minute rollups for ranges up to ``MINUTE_RANGE_LIMIT`` and hour
+rollups beyond (minute rollups are kept ``TELEMETRY_MINUTE_DAYS``); per job and tenant it reads
+``JobUsageHour`` and so has hour resolution. GPU-hours are GPU-seconds ÷ 3,600.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ from django.db.models import Avg, Count, ExpressionWrapper, Func, IntegerField, 
 
 from scheduler.models import Gpu, GpuHealth, Node, Tenant
 
-from .models import GpuEvent, JobUsageHour
+from .models import GpuEvent, GpuMinute, JobUsageHour, ScopeMinute
 from .readings import EventKind
-from .rollups import HOURS, MAX_GAP, MINUTES, Level, floor
+from .rollups import CLUSTER_SCOPE, HOURS, MAX_GAP, MINUTES, Level, floor, node_scope, tenant_scope
 from .storage import latest_per_gpu
 
 # Minute resolution for ranges up to 6 h: 2 days of minutes over 1,024 GPUs are 2.9 M rows
 # (0.5–0.9 s to scan); beyond 6 h, hours draw the same curve from 60× fewer rows.
 MINUTE_RANGE_LIMIT = timedelta(hours=6)
 JOULES_PER_KWH = 3_600_000.0
+# A scope's line reads one row a minute: 48 hours are 2,880 rows, whatever the cluster's size.
+SCOPE_MINUTE_LIMIT = timedelta(hours=48)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,66 @@ class Heatmap:
     gpus: list[str]
     starts: list[datetime]
     util: list[list[float | None]]
+
+
+def scope_key(*, node: Node | None = None, tenant: Tenant | None = None) -> str:
+    """The ``ScopeMinute.scope`` of the cluster, a node or a tenant."""
+    return node_scope(node.pk) if node is not None else tenant_scope(tenant.pk) if tenant is not None else CLUSTER_SCOPE
+
+
+def series_step(start: datetime, end: datetime) -> Level:
+    return MINUTES if end - start <= SCOPE_MINUTE_LIMIT else HOURS
+
+
+def series(start: datetime, end: datetime, *, node: Node | None = None, tenant: Tenant | None = None,
+           step: Level | None = None) -> list[UtilisationPoint]:
+    """One scope over [start, end) at ``step`` (default: ``series_step``), in time order.
+
+    Minutes come from ``ScopeMinute``; a tenant's minutes without a row while the cluster reported held nothing
+    (0), elsewhere a missing minute had no telemetry (absent). Hours come from the hour rollups (a tenant's from
+    ``JobUsageHour``), and the hour still running is added from its minutes so far, its GPUs averaged over the
+    minutes rolled up. Refuses minutes for ranges over ``SCOPE_MINUTE_LIMIT`` (ValueError).
+    """
+    step = step or series_step(start, end)
+    if step is MINUTES and end - start > SCOPE_MINUTE_LIMIT:
+        raise ValueError(f"minute steps are for ranges up to {SCOPE_MINUTE_LIMIT.total_seconds() / 3600:.0f} h")
+    key = scope_key(node=node, tenant=tenant)
+    if step is MINUTES:
+        return _scope_minutes(floor(start, MINUTES.width), end, key, zero_fill=tenant is not None)
+    hours = utilisation(start, end, node=node, tenant=tenant) if end - start > MINUTE_RANGE_LIMIT or tenant else \
+        _hours_from_minutes(start, end, key)
+    since = max(hours[-1].start + HOURS.width if hours else floor(start, HOURS.width), floor(start, HOURS.width))
+    running = _scope_minutes(since, end, key, zero_fill=False)
+    return hours + ([_one_point(since, running)] if running else [])
+
+
+def _scope_minutes(first: datetime, end: datetime, key: str, *, zero_fill: bool) -> list[UtilisationPoint]:
+    rows = ScopeMinute.objects.filter(start__gte=first, start__lt=end).order_by("start")
+    fields = ("start", "gpu_util_avg", "allocated_seconds", "idle_allocated_seconds", "energy_j")
+    points = {start: UtilisationPoint(start, util, held / 60, idle / 60, energy / JOULES_PER_KWH)
+              for start, util, held, idle, energy in rows.filter(scope=key).values_list(*fields)}
+    if zero_fill:
+        for start in rows.filter(scope=CLUSTER_SCOPE).values_list("start", flat=True):
+            points.setdefault(start, UtilisationPoint(start, None, 0.0, 0.0, 0.0))
+    return [points[start] for start in sorted(points)]
+
+
+def _one_point(start: datetime, minutes: list[UtilisationPoint]) -> UtilisationPoint:
+    """Minutes as one bucket starting at ``start``: GPUs averaged over the minutes, energy summed."""
+    utils = [p.gpu_util for p in minutes if p.gpu_util is not None]
+    return UtilisationPoint(start, sum(utils) / len(utils) if utils else None,
+                            sum(p.allocated_gpus for p in minutes) / len(minutes),
+                            sum(p.idle_allocated_gpus for p in minutes) / len(minutes),
+                            sum(p.energy_kwh for p in minutes))
+
+
+def _hours_from_minutes(start: datetime, end: datetime, key: str) -> list[UtilisationPoint]:
+    """Complete hours of a scope summed from its minutes (for hour steps over short ranges)."""
+    minutes = _scope_minutes(floor(start, HOURS.width), floor(end, HOURS.width), key, zero_fill=False)
+    by_hour: dict[datetime, list[UtilisationPoint]] = {}
+    for point in minutes:
+        by_hour.setdefault(floor(point.start, HOURS.width), []).append(point)
+    return [_one_point(hour, points) for hour, points in sorted(by_hour.items())]
 
 
 def level_for(start: datetime, end: datetime) -> Level:
@@ -210,6 +274,14 @@ def gpu_heatmap_binned(start: datetime, end: datetime, *, max_columns: int = 180
     for gpu_id, col, mean in binned.values_list("gpu_id", "col", "mean"):
         if gpu_id in row_of and 0 <= col < len(starts):
             util[row_of[gpu_id]][col] = mean
+    if level is HOURS:  # the hour still running has no hour rollup yet: its minutes so far fill its column
+        running = max(first, floor(end, HOURS.width))
+        col = int((running - first) // width)
+        minutes = GpuMinute.objects.filter(start__gte=running, start__lt=end, gpu_util_avg__isnull=False,
+                                           gpu_id__in=list(row_of)).order_by()
+        for gpu_id, mean in minutes.values("gpu_id").annotate(mean=Avg("gpu_util_avg")).values_list("gpu_id", "mean"):
+            if col < len(starts) and util[row_of[gpu_id]][col] is None:
+                util[row_of[gpu_id]][col] = mean
     return Heatmap(list(labels.values()), starts, util)
 
 

@@ -14,7 +14,9 @@ the reading, and the job attached at ingest held the GPU when ``cur`` was read.
   those, the ones whose utilisation is below ``TELEMETRY_IDLE_UTIL`` % (unknown utilisation
   counts as allocated, not idle);
 * a gap longer than ``MAX_GAP`` is time nobody watched: it adds no seconds and no energy;
-* ``JobUsageHour``: the same intervals summed per job and hour.
+* ``JobUsageHour``: the same intervals summed per job and hour;
+* ``ScopeMinute``, written with each run of minutes: the cluster's and each node's minute, summed from the GPU
+  minutes just written, and each tenant's, from the intervals its jobs' samples describe (``write_scope_minutes``).
 
 Intervals are not split at bucket edges, so one minute may hold 55 or 65 seconds of a GPU;
 sums over longer spans are exact, and an hour is exactly the sum of its minutes.
@@ -38,10 +40,12 @@ from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max, Min, OuterRef, Subquery
+from django.db.models import Avg, Count, F, Max, Min, OuterRef, Subquery, Sum
 from django.db.models.functions import Trunc
 
-from .models import GpuHour, GpuMinute, GpuSample, JobUsageHour, RollupCursor
+from scheduler.models import Job
+
+from .models import GpuHour, GpuMinute, GpuSample, JobUsageHour, RollupCursor, ScopeMinute
 from .storage import latest_per_gpu
 
 MAX_GAP = timedelta(minutes=5)  # two samples further apart than this are not one observed interval
@@ -224,6 +228,26 @@ class Bucket:
         self.temperature.add(s.temperature_c)
 
 
+@dataclass
+class JobBucket:
+    """One job (or, summed, one tenant) over one bucket: its usage, its samples' utilisation and the GPUs it held."""
+
+    usage: Usage = field(default_factory=Usage)
+    util: Stat = field(default_factory=Stat)
+    gpus: set[int] = field(default_factory=set)
+
+    def add_sample(self, s: Sample) -> None:
+        self.util.add(s.gpu_util)
+        self.gpus.add(s.gpu_id)
+
+    def merge(self, other: JobBucket) -> None:
+        for name in vars(self.usage):
+            setattr(self.usage, name, getattr(self.usage, name) + getattr(other.usage, name))
+        self.util.total += other.util.total
+        self.util.count += other.util.count
+        self.gpus |= other.gpus
+
+
 def interval_energy_j(prev: Sample, cur: Sample) -> float:
     """Energy of the interval (prev.at, cur.at]: the counter's delta, else integrated power (module doc)."""
     if prev.energy_j is not None and cur.energy_j is not None:
@@ -251,21 +275,25 @@ def add_interval(usages: Iterable[Usage], prev: Sample, cur: Sample, idle_below:
 def _recompute(level: Level, start: datetime, end: datetime) -> None:
     """Replace ``level``'s rollups (and, for hours, job hours) in [start, end) with ones computed afresh."""
     buckets: dict[tuple[int, datetime], Bucket] = {}
-    jobs: dict[tuple[int, datetime], Usage] = {}
+    jobs: dict[tuple[int, datetime], JobBucket] = {}
     idle_below = float(settings.TELEMETRY_IDLE_UTIL)
     for prev, cur in _consecutive(start, end):
         key = (cur.gpu_id, floor(cur.at, level.width))
         bucket = buckets.setdefault(key, Bucket())
         bucket.add_sample(cur)
+        job = jobs.setdefault((cur.job_id, key[1]), JobBucket()) if cur.job_id is not None else None
+        if job is not None:
+            job.add_sample(cur)
         if prev is not None:
-            job = [jobs.setdefault((cur.job_id, key[1]), Usage())] if cur.job_id is not None else []
-            add_interval([bucket.usage, *job], prev, cur, idle_below)
+            add_interval([bucket.usage, *([job.usage] if job else [])], prev, cur, idle_below)
     level.model.objects.filter(start__gte=start, start__lt=end).delete()
     level.model.objects.bulk_create((_rollup_row(level, key, b) for key, b in buckets.items()), batch_size=2000)
+    if level is MINUTES:
+        write_scope_minutes(start, end, tenant_minutes(jobs))
     if level is HOURS:
         JobUsageHour.objects.filter(start__gte=start, start__lt=end).delete()
         JobUsageHour.objects.bulk_create(
-            JobUsageHour(job_id=job_id, start=hour, **vars(usage)) for (job_id, hour), usage in jobs.items()
+            JobUsageHour(job_id=job_id, start=hour, **vars(job.usage)) for (job_id, hour), job in jobs.items()
         )
 
 
@@ -292,3 +320,44 @@ def _rollup_row(level: Level, key: tuple[int, datetime], b: Bucket) -> Any:
         gpu_util_avg=b.util.mean, gpu_util_max=b.util.top, mem_used_mib_avg=b.mem_used.mean,
         power_w_avg=b.power.mean, power_w_max=b.power.top, temperature_c_max=b.temperature.top, **vars(b.usage),
     )
+
+
+# --- scope minutes ---------------------------------------------------------------------------
+
+CLUSTER_SCOPE = "cluster"
+
+
+def node_scope(node_id: int) -> str:
+    return f"node:{node_id}"
+
+
+def tenant_scope(tenant_id: int) -> str:
+    return f"tenant:{tenant_id}"
+
+
+def tenant_minutes(jobs: dict[tuple[int, datetime], JobBucket]) -> dict[tuple[int, datetime], JobBucket]:
+    """Job buckets summed per tenant: (tenant id, minute) → its jobs' usage, samples and GPUs."""
+    tenant_of = dict(Job.objects.filter(pk__in={job_id for job_id, _ in jobs}).values_list("pk", "tenant_id"))
+    tenants: dict[tuple[int, datetime], JobBucket] = {}
+    for (job_id, minute), job in jobs.items():
+        if job_id in tenant_of:  # a job deleted since its samples were taken counts for the cluster only
+            tenants.setdefault((tenant_of[job_id], minute), JobBucket()).merge(job)
+    return tenants
+
+
+def write_scope_minutes(start: datetime, end: datetime, tenants: dict[tuple[int, datetime], JobBucket]) -> int:
+    """Replace the ``ScopeMinute`` rows in [start, end): the cluster and its nodes summed from the ``GpuMinute``
+    rows there (write those first), and the tenants from ``tenants``. Returns the rows written."""
+    minutes = GpuMinute.objects.filter(start__gte=start, start__lt=end).order_by()
+    sums = {"gpus": Count("id"), "gpu_util_avg": Avg("gpu_util_avg"), "power_w": Sum("power_w_avg"),
+            "energy_j": Sum("energy_j"), "allocated_seconds": Sum("allocated_seconds"),
+            "idle_allocated_seconds": Sum("idle_allocated_seconds")}
+    rows = [ScopeMinute(scope=CLUSTER_SCOPE, **row) for row in minutes.values("start").annotate(**sums)]
+    for row in minutes.values("start", node=F("gpu__node_id")).annotate(**sums):
+        values: dict[str, Any] = dict(row)
+        rows.append(ScopeMinute(scope=node_scope(values.pop("node")), **values))
+    rows += [ScopeMinute(scope=tenant_scope(tenant_id), start=minute, gpus=len(t.gpus), gpu_util_avg=t.util.mean,
+                         **vars(t.usage)) for (tenant_id, minute), t in tenants.items()]
+    ScopeMinute.objects.filter(start__gte=start, start__lt=end).delete()
+    ScopeMinute.objects.bulk_create(rows, batch_size=2000)
+    return len(rows)

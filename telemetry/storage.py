@@ -24,7 +24,7 @@ from django.db.models.functions import RowNumber
 
 from scheduler.models import Allocation, Gpu
 
-from .models import GpuEvent, GpuHour, GpuMinute, GpuSample, JobUsageHour, Severity
+from .models import GpuEvent, GpuHour, GpuMinute, GpuSample, JobUsageHour, ScopeMinute, Severity
 from .readings import EventKind, GpuEventReading, GpuReading
 
 logger = logging.getLogger(__name__)
@@ -96,6 +96,7 @@ def prune(now: datetime) -> dict[str, int]:
     return {
         "samples": GpuSample.objects.filter(at__lt=raw).delete()[0],
         "minutes": GpuMinute.objects.filter(start__lt=minute).delete()[0],
+        "scope_minutes": ScopeMinute.objects.filter(start__lt=minute).delete()[0],
         "hours": GpuHour.objects.filter(start__lt=hour).delete()[0],
         "job_hours": JobUsageHour.objects.filter(start__lt=hour).delete()[0],
     }

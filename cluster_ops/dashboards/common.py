@@ -68,6 +68,7 @@ TIME_RANGES = [
     TimeRange("1h", "last hour", timedelta(hours=1)),
     TimeRange("6h", "last 6 hours", timedelta(hours=6)),
     TimeRange("24h", "last 24 hours", timedelta(hours=24)),
+    TimeRange("48h", "last 48 hours", timedelta(hours=48)),
     TimeRange("7d", "last 7 days", timedelta(days=7)),
     TimeRange("30d", "last 30 days", timedelta(days=30)),
 ]

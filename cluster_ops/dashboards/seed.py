@@ -10,9 +10,9 @@ What it writes (``now`` = the current minute):
   and a finish ``RescaleEvent`` each, attached to hourly ``SchedulingRound`` rows;
 * running jobs holding about 70 % of the GPUs now (open allocations) and 60 pending jobs of the
   last 3 hours; the last round started the newest ones;
-* from those allocations: ``GpuHour`` for the whole range, ``GpuMinute`` for the last 2 days,
-  ``JobUsageHour`` for every job hour, raw ``GpuSample`` rows for the last 5 minutes (what the
-  Overview calls "now"). One job in 8 holds its GPUs idle (1–3 % utilisation), others run at
+* from those allocations: ``GpuHour`` for the whole range, ``GpuMinute`` and ``ScopeMinute`` (the cluster,
+  each node and each tenant) for the last 2 days, ``JobUsageHour`` for every job hour, raw ``GpuSample`` rows for
+  the last 5 minutes (what the Overview calls "now"). One job in 8 holds its GPUs idle (1–3 % utilisation), others run at
   70–98 %; power is linear in utilisation from 25 % to 80 % of the GPU's limit.
 * a few ``GpuEvent`` rows: XID warnings, and the critical "fell off the bus" of the lost GPUs.
 
@@ -48,9 +48,18 @@ from scheduler.models import (
     Tenant,
 )
 from scheduler.rounds import scheduler_settings
-from telemetry.models import GpuEvent, GpuHour, GpuMinute, GpuSample, JobUsageHour, RollupCursor, Severity
+from telemetry.models import (
+    GpuEvent,
+    GpuHour,
+    GpuMinute,
+    GpuSample,
+    JobUsageHour,
+    RollupCursor,
+    ScopeMinute,
+    Severity,
+)
 from telemetry.readings import EventKind
-from telemetry.rollups import HOURS, MINUTES, floor
+from telemetry.rollups import HOURS, MINUTES, JobBucket, floor, write_scope_minutes
 from telemetry.storage import insert_rows
 
 TENANTS = (("vision", 0.40, 1.0), ("language", 0.35, 1.0), ("research", 0.25, 0.5))
@@ -113,8 +122,8 @@ def seed(*, gpus: int = 1024, days: int = 30, jobs: int = 10_000, now: datetime,
 
 
 def wipe() -> None:
-    for model in (GpuSample, GpuMinute, GpuHour, JobUsageHour, GpuEvent, RescaleEvent, Allocation, SchedulingRound,
-                  Job, Gpu, Node, RollupCursor):
+    for model in (GpuSample, GpuMinute, ScopeMinute, GpuHour, JobUsageHour, GpuEvent, RescaleEvent, Allocation,
+                  SchedulingRound, Job, Gpu, Node, RollupCursor):
         model.objects.all().delete()
 
 
@@ -280,6 +289,8 @@ def write_telemetry(rng: np.random.Generator, gpu_rows: list[tuple[int, str]], r
     counts["gpu_minutes"] = _rollups(rng, MINUTES.width, now - timedelta(days=MINUTE_DAYS), now, gpu_rows, by_gpu,
                                      watts, GpuMinute)
     counts["job_hours"] = _job_hours(runs, start, now, watts)
+    minutes_from = floor(now - timedelta(days=MINUTE_DAYS), MINUTES.width)
+    counts["scope_minutes"] = write_scope_minutes(minutes_from, now, _tenant_minutes(runs, minutes_from, now, watts))
     counts["raw_samples"] = _raw_samples(rng, gpu_rows, by_gpu, watts, now)
     last_minute = GpuMinute.objects.order_by("-id").values_list("id", flat=True).first() or 0
     last_sample = GpuSample.objects.order_by("-id").values_list("id", flat=True).first() or 0
@@ -354,6 +365,28 @@ def _job_hours(runs: list[Run], start: datetime, now: datetime, watts: dict[int,
             hour += HOURS.width
     insert_rows(JobUsageHour, ("job_id", "start", "allocated_seconds", "idle_allocated_seconds", "energy_j"), rows)
     return len(rows)
+
+
+def _tenant_minutes(runs: list[Run], start: datetime, now: datetime,
+                    watts: dict[int, int]) -> dict[tuple[int, datetime], JobBucket]:
+    """Each tenant's minutes in [start, now) from its jobs' runs, as the rollups sum them from samples."""
+    tenants: dict[tuple[int, datetime], JobBucket] = {}
+    for r in runs:
+        a, b = max(r.start, start), r.end or now
+        per_gpu_w = sum(watts[g] for g in r.gpus) / len(r.gpus) * (0.26 if r.idle else 0.72)
+        minute = floor(a, MINUTES.width)
+        while minute < b:
+            overlap = (min(b, minute + MINUTES.width) - max(a, minute)).total_seconds() * len(r.gpus)
+            if overlap > 0:
+                bucket = tenants.setdefault((r.job.tenant_id, minute), JobBucket())
+                bucket.usage.allocated_seconds += overlap
+                bucket.usage.idle_allocated_seconds += overlap if r.idle else 0.0
+                bucket.usage.energy_j += overlap * per_gpu_w
+                bucket.util.total += (2.0 if r.idle else 84.0) * len(r.gpus)  # the means of ``_busy_util``
+                bucket.util.count += len(r.gpus)
+                bucket.gpus.update(r.gpus)
+            minute += MINUTES.width
+    return tenants
 
 
 def _raw_samples(rng: np.random.Generator, gpu_rows: list[tuple[int, str]], by_gpu: dict[int, list[Run]],

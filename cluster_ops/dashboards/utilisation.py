@@ -1,8 +1,9 @@
 """The Utilisation page: allocated vs busy GPUs over time, the per-GPU heatmap, GPU-hours held while idle.
 
-Everything comes from the rollups through ``telemetry.queries`` (minute rollups up to two
-days, hour rollups beyond; per job and tenant from ``JobUsageHour``). Scopes: staff choose
-the whole cluster, a node or a tenant; others only their tenants, and see the heatmap rows
+Everything comes from the rollups through ``telemetry.queries``: the line minute by minute for ranges up to
+48 hours (``ScopeMinute``: the cluster, a node or a tenant), hour by hour beyond with the running hour from its
+minutes; the heatmap per GPU; per job from ``JobUsageHour``. The line and the heatmap share the range's time axis.
+Scopes: staff choose the whole cluster, a node or a tenant; others only their tenants, and see the heatmap rows
 of the GPUs their jobs held.
 """
 
@@ -22,7 +23,7 @@ from django.utils import timezone
 
 from scheduler.models import Allocation, Gpu, GpuHealth, Node, Tenant
 from telemetry import queries
-from telemetry.rollups import HOURS, MINUTES, floor
+from telemetry.rollups import HOURS, Level, floor
 
 from . import common
 from .common import COLOURS
@@ -85,13 +86,12 @@ def over_time(range_value: str, scope_value: str | None, *, user: User | Anonymo
     if scope is None:
         return common.empty_figure("You belong to no tenant yet: ask an operator to add you.")
     start, end = _window(range_value)
-    points = _with_recent_minutes(queries.utilisation(start, end, node=scope.node, tenant=scope.tenant), scope,
-                                  start, end)
+    step = queries.series_step(start, end)
+    points = queries.series(start, end, node=scope.node, tenant=scope.tenant, step=step)
     if not points:
         return common.empty_figure(common.NO_TELEMETRY if scope.tenant is None
-                                   else f"No GPU time recorded for {scope.label} in this range yet:<br>per-tenant "
-                                        "figures are hourly, the first come after the first full hour of telemetry.")
-    times, held, idle = _series(points, scope, end)
+                                   else f"No GPU time recorded for {scope.label} in this range yet.")
+    times, held, idle = _series(points, scope, step, end)
     busy = [None if h is None or i is None else h - i for h, i in zip(held, idle, strict=True)]
     fig = go.Figure([
         go.Scatter(name="allocated", x=times, y=held, line_color=COLOURS["allocated"]),
@@ -103,25 +103,27 @@ def over_time(range_value: str, scope_value: str | None, *, user: User | Anonymo
     fig.add_hline(y=limit, line_dash="dash", line_color=COLOURS["capacity"], annotation_text=limit_name,
                   annotation_position="top left")
     fig.update_traces(hovertemplate="%{y:.1f} GPUs", mode="lines")
-    return common.styled(fig, x_title=f"time ({settings.TIME_ZONE})", y_title="GPUs", height=320)
+    fig = common.styled(fig, x_title=f"time ({settings.TIME_ZONE})", y_title="GPUs", height=320)
+    return _time_axis(fig, start, end)
 
 
-def _with_recent_minutes(points: list[queries.UtilisationPoint], scope: Scope, start: datetime,
-                         end: datetime) -> list[queries.UtilisationPoint]:
-    """Hour buckets exist once an hour is over: the minutes since the last one complete a long range's line
-    (cluster and node scopes; a fresh cluster shows its first minutes instead of nothing)."""
-    if scope.tenant is not None or queries.level_for(start, end) is not HOURS:
-        return points
-    since = points[-1].start + HOURS.width if points else max(start, end - queries.MINUTE_RANGE_LIMIT)
-    return points + queries.utilisation(since, end, node=scope.node) if since < end else points
+# Both charts' plot areas start and end at the same pixels (the heatmap's GPU labels left, its colour bar right).
+SHARED_MARGIN = {"l": 150, "r": 90}
 
 
-def _series(points: list[queries.UtilisationPoint], scope: Scope,
+def _time_axis(fig: go.Figure, start: datetime, end: datetime) -> go.Figure:
+    """The line chart and the heatmap below it share one time axis: the range chosen, at the same place."""
+    fig.update_xaxes(range=[timezone.localtime(start), timezone.localtime(end)])
+    fig.update_layout(margin=SHARED_MARGIN)
+    return fig
+
+
+def _series(points: list[queries.UtilisationPoint], scope: Scope, step: Level,
             end: datetime) -> tuple[list[datetime], list[float | None], list[float | None]]:
     """Times, GPUs held and GPUs held while idle, with the holes made visible.
 
-    A tenant's hours without a job-hour row held nothing: 0. Elsewhere a bucket without rollups had no
-    telemetry: the line breaks (None) where two points are more than two buckets apart.
+    A tenant's hours without a job-hour row held nothing: 0 (its minutes come zero-filled). Elsewhere a bucket
+    without rollups had no telemetry: the line breaks (None) where two points are more than two steps apart.
     """
     times: list[datetime] = []
     held: list[float | None] = []
@@ -131,15 +133,14 @@ def _series(points: list[queries.UtilisationPoint], scope: Scope,
         times.append(timezone.localtime(p.start))
         held.append(p.allocated_gpus)
         idle.append(p.idle_allocated_gpus)
-        width = HOURS.width if p.start.minute == 0 and (nxt is None or nxt - p.start >= HOURS.width) else MINUTES.width
-        if scope.tenant is not None:
+        if scope.tenant is not None and step is HOURS:
             last = min(nxt or end, floor(end, HOURS.width))
             for k in range(1, int((last - p.start) / HOURS.width)):  # the idle hours up to the next point
                 times.append(timezone.localtime(p.start + k * HOURS.width))
                 held.append(0.0)
                 idle.append(0.0)
-        elif nxt is not None and nxt - p.start > 2 * width:
-            times.append(timezone.localtime(p.start + width))
+        elif nxt is not None and nxt - p.start > 2 * step.width:
+            times.append(timezone.localtime(p.start + step.width))
             held.append(None)
             idle.append(None)
     return times, held, idle
@@ -182,7 +183,7 @@ def heatmap_figure(scope: Scope | None, start: datetime, end: datetime) -> go.Fi
                         legend=False)
     fig.update_layout(hovermode="closest")
     fig.update_yaxes(autorange="reversed", nticks=min(len(data.gpus), 40), rangemode="normal")
-    return fig
+    return _time_axis(fig, start, end)
 
 
 def _blank(data: queries.Heatmap) -> bool:

@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import SimpleRouter
 
 from .power_caps import GpuPowerCapView
+from .utilisation import UtilisationView
 from .views import JobReportView, JobViewSet
 from .whatif import WhatIfViewSet
 
@@ -19,6 +20,7 @@ router.register("whatif", WhatIfViewSet, basename="whatif")
 urlpatterns: list[URLPattern] = [
     path("jobs/<int:pk>/report/", JobReportView.as_view(), name="job-report"),
     path("gpus/<int:pk>/power-cap/", GpuPowerCapView.as_view(), name="gpu-power-cap"),
+    path("utilisation/", UtilisationView.as_view(), name="utilisation"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     *router.urls,  # type: ignore[list-item]
 ]

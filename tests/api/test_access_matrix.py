@@ -92,6 +92,11 @@ API_CALLS = [
     Call("post", "/api/jobs/{job}/report/", {"progress": 1, "throughput": 1, "batch_size": 1, "gpus": 1},
          (403, 403, 403, 403)),
     Call("get", "/api/schema/", None, (401, 200, 200, 200)),
+    # Utilisation: a tenant's series for its members and staff; the cluster's and nodes' for staff only.
+    Call("get", "/api/utilisation/?scope=tenant:vision", None, (401, 200, 404, 200)),
+    Call("get", "/api/utilisation/?scope=cluster", None, (401, 403, 403, 200)),
+    Call("get", "/api/utilisation/?scope=node:node1", None, (401, 403, 403, 200)),
+    Call("get", "/api/utilisation/?scope=node:nowhere", None, (401, 403, 403, 404)),
     # What-ifs: everyone reads (scoped figures), only staff create (a trace that does not exist is a 400 here).
     Call("get", "/api/whatif/", None, (401, 200, 200, 200)),
     Call("post", "/api/whatif/", {"trace": "no/such.csv"}, (401, 403, 403, 400)),
@@ -102,7 +107,7 @@ API_CALLS = [
 
 @pytest.mark.parametrize("role", ROLES)
 @pytest.mark.parametrize("call", API_CALLS, ids=[f"{c.method} {c.path}" for c in API_CALLS])
-def test_api(people: dict[str, User | None], job: Job, role: str, call: Call) -> None:
+def test_api(people: dict[str, User | None], job: Job, node: object, role: str, call: Call) -> None:
     client = token_client(people[role])
     response = getattr(client, call.method)(call.path.format(job=job.pk), call.body, format="json",
                                             HTTP_ACCEPT="application/json")

@@ -193,6 +193,7 @@ def test_schema_lists_every_endpoint(member_api: APIClient) -> None:
     assert set(schema["paths"]) == {
         "/api/jobs/", "/api/jobs/{id}/", "/api/jobs/{id}/cancel/", "/api/jobs/{id}/report/",
         "/api/gpus/{id}/power-cap/", "/api/whatif/", "/api/whatif/{id}/", "/api/whatif/{id}/cancel/",
+        "/api/utilisation/",
     }
 
 

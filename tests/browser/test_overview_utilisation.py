@@ -77,3 +77,34 @@ def test_tenant_user_sees_only_their_tenant(tenant_page, open_dashboard, screens
     jobs = frame.evaluate("() => document.querySelector('#util-idle-jobs .js-plotly-plot').data[0].y")
     assert jobs and all("vision)" in label for label in jobs)
     screenshot(tenant_page, "utilisation-tenant")
+
+
+def test_the_24_hour_view_shows_minute_detail_in_the_first_hour(staff_page, dashboard_data, open_dashboard,  # type: ignore[no-untyped-def]
+                                                                 screenshot) -> None:
+    """A cluster 90 minutes old (one hour rolled up, the minutes since): a drain 50 minutes ago, 10 minutes long,
+    shows in the 24-hour line (an hourly point would average it away), and the heatmap shares the line's axis."""
+    from datetime import datetime, timedelta
+
+    from django.utils import timezone
+
+    from telemetry.models import GpuHour, GpuMinute, ScopeMinute
+    now = timezone.now()
+    for model in (GpuHour, GpuMinute, ScopeMinute):
+        model.objects.filter(start__lt=now - timedelta(minutes=90)).delete()
+    drained = ScopeMinute.objects.filter(scope="cluster", start__gte=now - timedelta(minutes=50),
+                                         start__lt=now - timedelta(minutes=40))
+    assert drained.update(allocated_seconds=5 * 60, idle_allocated_seconds=0) >= 9
+    frame = open_dashboard(staff_page, "utilisation")
+    line = frame.evaluate("""() => {
+      const plot = document.querySelector('#util-over-time .js-plotly-plot');
+      return {x: plot.data[0].x, y: plot.data[0].y, range: plot.layout.xaxis.range};
+    }""")
+    assert len(line["x"]) >= 85  # a point a minute since the cluster's first minute
+    assert line["y"].count(5) >= 9 and max(v for v in line["y"] if v is not None) > 5  # the drain, minute by minute
+    heatmap_range = frame.evaluate("() => document.querySelector('#util-heatmap .js-plotly-plot').layout.xaxis.range")
+    # The same axis: both span the range chosen (each callback reads the clock, milliseconds apart).
+    seconds = [abs(datetime.fromisoformat(a) - datetime.fromisoformat(b)).total_seconds()
+               for a, b in zip(heatmap_range, line["range"], strict=True)]
+    assert max(seconds) < 5 and 23.9 <= (datetime.fromisoformat(line["range"][1]) -
+                                          datetime.fromisoformat(line["range"][0])).total_seconds() / 3600 <= 24.1
+    screenshot(staff_page, "utilisation-first-hour")

@@ -10,7 +10,7 @@ import pytest
 from scheduler import services
 from scheduler.models import Job, Node, Tenant
 from telemetry import storage
-from telemetry.models import GpuEvent, GpuHour, GpuMinute, GpuSample, JobUsageHour, Severity
+from telemetry.models import GpuEvent, GpuHour, GpuMinute, GpuSample, JobUsageHour, ScopeMinute, Severity
 from telemetry.readings import EventKind, GpuEventReading, GpuReading
 
 from .readings_helpers import GPU0, T0, allocate, at, ingest, reading
@@ -90,8 +90,10 @@ def test_prune_keeps_rows_exactly_at_the_cut_off(node: Node, job: Job, settings)
         model.objects.create(gpu=gpu, **{field: cut - tick})
     JobUsageHour.objects.create(job=job, start=now - timedelta(days=365))
     JobUsageHour.objects.create(job=job, start=now - timedelta(days=366))
-    assert storage.prune(now) == {"samples": 1, "minutes": 1, "hours": 1, "job_hours": 1}
+    ScopeMinute.objects.create(scope="cluster", start=now - timedelta(days=30))
+    ScopeMinute.objects.create(scope="cluster", start=now - timedelta(days=30) - tick)
+    assert storage.prune(now) == {"samples": 1, "minutes": 1, "scope_minutes": 1, "hours": 1, "job_hours": 1}
     assert GpuSample.objects.get().at == now - timedelta(days=7)
     assert GpuMinute.objects.get().start == now - timedelta(days=30)
     assert GpuHour.objects.get().start == now - timedelta(days=365)
-    assert storage.prune(now) == {"samples": 0, "minutes": 0, "hours": 0, "job_hours": 0}
+    assert storage.prune(now) == {"samples": 0, "minutes": 0, "scope_minutes": 0, "hours": 0, "job_hours": 0}

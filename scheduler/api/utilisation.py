@@ -1,0 +1,109 @@
+"""``GET /api/utilisation/``: a scope's utilisation over time, the series the Utilisation page draws, for scripts.
+
+``scope``: ``cluster`` or ``node:<hostname>`` (staff; 403 for others) or ``tenant:<name>`` (staff, or a member);
+``start`` and ``end``: ISO 8601 with a time zone (default: the last 24 hours); ``step``: ``minute`` (ranges up to
+48 hours) or ``hour`` (default: minute up to 48 hours, else hour). A range is at most ``MAX_RANGE`` long.
+Every refusal is a 400 naming the field; a tenant the caller may not see is a 404, as one that does not exist.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.http import Http404
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from telemetry import queries
+from telemetry.rollups import HOURS, MINUTES
+
+from ..models import Node, Tenant
+
+MAX_RANGE = timedelta(days=90)
+DEFAULT_RANGE = timedelta(hours=24)
+STEPS = {"minute": MINUTES, "hour": HOURS}
+
+
+class UtilisationQuerySerializer(serializers.Serializer):
+    scope = serializers.CharField(max_length=200, default="cluster")
+    start = serializers.DateTimeField(required=False)
+    end = serializers.DateTimeField(required=False)
+    step = serializers.ChoiceField(choices=sorted(STEPS), required=False)
+
+    def validate(self, data: dict[str, Any]) -> dict[str, Any]:
+        end = data.get("end") or timezone.now()
+        start = data.get("start") or end - DEFAULT_RANGE
+        if start >= end:
+            raise ValidationError({"start": ["start must be before end."]})
+        if end - start > MAX_RANGE:
+            raise ValidationError({"start": [f"A range is at most {MAX_RANGE.days} days."]})
+        step = STEPS[data["step"]] if "step" in data else queries.series_step(start, end)
+        if step is MINUTES and end - start > queries.SCOPE_MINUTE_LIMIT:
+            raise ValidationError({"step": ["minute steps are for ranges up to 48 hours; use hour."]})
+        return {**data, "start": start, "end": end, "step": step}
+
+
+class UtilisationPointSerializer(serializers.Serializer):
+    start = serializers.DateTimeField()
+    gpu_util = serializers.FloatField(allow_null=True, help_text="mean utilisation of the reporting GPUs (%)")
+    allocated_gpus = serializers.FloatField(help_text="GPUs held by jobs, averaged over the bucket")
+    idle_allocated_gpus = serializers.FloatField(help_text="of those, GPUs held below the idle threshold")
+    energy_kwh = serializers.FloatField()
+
+
+class UtilisationSerializer(serializers.Serializer):
+    scope = serializers.CharField()
+    step = serializers.CharField()
+    start = serializers.DateTimeField()
+    end = serializers.DateTimeField()
+    points = UtilisationPointSerializer(many=True)
+
+
+class UtilisationView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("scope", OpenApiTypes.STR, description="cluster, node:<hostname> or tenant:<name>"),
+            OpenApiParameter("start", OpenApiTypes.DATETIME, description="default: 24 hours before end"),
+            OpenApiParameter("end", OpenApiTypes.DATETIME, description="default: now"),
+            OpenApiParameter("step", OpenApiTypes.STR, enum=sorted(STEPS),
+                             description="minute (ranges up to 48 h) or hour; default: minute where allowed"),
+        ],
+        responses={200: UtilisationSerializer, 400: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request) -> Response:
+        query = UtilisationQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        args = query.validated_data
+        node, tenant = _scope(request, args["scope"])
+        points = queries.series(args["start"], args["end"], node=node, tenant=tenant, step=args["step"])
+        body = {"scope": args["scope"], "step": args["step"].name, "start": args["start"], "end": args["end"],
+                "points": [vars(p) for p in points]}
+        return Response(UtilisationSerializer(body).data)
+
+
+def _scope(request: Request, value: str) -> tuple[Node | None, Tenant | None]:
+    """The node or tenant ``value`` names, if the caller may see it; (None, None) for the cluster."""
+    kind, _, name = value.partition(":")
+    if kind in ("cluster", "node") and not request.user.is_staff:
+        raise PermissionDenied("Only staff see the cluster and its nodes: ask for scope=tenant:<name>.")
+    if kind == "cluster" and not name:
+        return None, None
+    if kind == "node" and name:
+        node = Node.objects.filter(hostname=name).first()
+        if node is None:
+            raise Http404("No such node.")
+        return node, None
+    if kind == "tenant" and name:
+        tenant = Tenant.objects.visible_to(request.user).filter(name=name).first()
+        if tenant is None:
+            raise Http404("No such tenant.")
+        return None, tenant
+    raise ValidationError({"scope": ["Use cluster, node:<hostname> or tenant:<name>."]})
+
