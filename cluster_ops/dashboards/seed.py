@@ -12,8 +12,8 @@ What it writes (``now`` = the current minute):
   last 3 hours; the last round started the newest ones;
 * from those allocations: ``GpuHour`` for the whole range, ``GpuMinute`` and ``ScopeMinute`` (the cluster,
   each node and each tenant) for the last 2 days, ``JobUsageHour`` for every job hour, raw ``GpuSample`` rows for
-  the last 5 minutes (what the Overview calls "now"). One job in 8 holds its GPUs idle (1–3 % utilisation), others run at
-  70–98 %; power is linear in utilisation from 25 % to 80 % of the GPU's limit.
+  the last 5 minutes (what the Overview calls "now"). One job in 8 holds its GPUs idle (1–3 % utilisation),
+  others run at 70–98 %; power is linear in utilisation from 25 % to 80 % of the GPU's limit.
 * a few ``GpuEvent`` rows: XID warnings, and the critical "fell off the bus" of the lost GPUs.
 
 The rollup cursors are set past the seeded rows, so a running ``telemetry.roll_up`` starts from
