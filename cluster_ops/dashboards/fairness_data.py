@@ -4,7 +4,9 @@ pending job waits.
 Definitions, each from its single home:
 
 * **GPUs held** per tenant and hour: its jobs' GPU-seconds in ``JobUsageHour`` ÷ 3,600
-  (``telemetry.queries.utilisation(tenant=…)``). **Borrowed** = held above the tenant's quota.
+  (``telemetry.queries.utilisation(tenant=…)``); for the hour still running, which has no job hours yet, the GPUs
+  its jobs hold now (open allocations), so shares, borrowing and Jain's index show from the first minute.
+  **Borrowed** = held above the tenant's quota.
 * **Fair share** of a tenant in an hour: the cluster's GPUs × its ``fair_share_weight`` ÷ the weights of the tenants
   with demand (a job submitted and not finished during the hour) — the weighted slice Themis gives each tenant
   (``scheduler.core.policies.themis.private_slices``).
@@ -26,7 +28,8 @@ from typing import Any
 
 import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Q
+from django.db.models import Count, Q
+from django.utils import timezone
 
 from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.types import JobInfo
@@ -62,11 +65,18 @@ class Shares:
     jain: list[float | None]  # cluster-wide, None for an hour without demand
 
 
-def shares_over_time(user: Viewer, start: datetime, end: datetime) -> Shares:
+def shares_over_time(user: Viewer, start: datetime, end: datetime, now: datetime | None = None) -> Shares:
+    """Per hour of [start, end); when the last hour is the one running at ``now`` (default: the clock), its GPUs
+    held are those held at ``now``."""
     starts = hour_starts(start, end)
     total = Gpu.objects.count()
     tenants = list(Tenant.objects.order_by("name"))
     held = {t.name: _held_by_hour(t, start, end, starts) for t in tenants}
+    now = now or timezone.now()
+    if starts[-1] <= now < starts[-1] + HOUR and end >= now - timedelta(minutes=1):
+        holding = held_now()
+        for name, series in held.items():
+            series[-1] = float(holding.get(name, 0))
     demand = _demand_by_hour(starts, held)
     quotas = {t.name: t.gpu_quota for t in tenants}
     weights = {t.name: t.fair_share_weight for t in tenants}
@@ -82,6 +92,12 @@ def shares_over_time(user: Viewer, start: datetime, end: datetime) -> Shares:
         for t in tenants if t.name in visible
     ]
     return Shares(starts, total, series, jain)
+
+
+def held_now() -> dict[str, int]:
+    """GPUs each tenant's jobs hold now (open allocations)."""
+    rows = Allocation.objects.filter(ended_at__isnull=True).values_list("job__tenant__name")
+    return dict(rows.annotate(n=Count("id")).order_by())
 
 
 def hour_starts(start: datetime, end: datetime) -> list[datetime]:

@@ -159,3 +159,21 @@ def test_the_progress_bar_follows_the_runs_until_the_comparison(staff_page, job_
     frame.wait_for_selector(".sweep-finished", timeout=10_000)
     frame.wait_for_function("() => document.querySelector('#energy-tradeoff .js-plotly-plot').layout.meta === 'drawn'")
     drawn(frame, "energy-tradeoff", "energy-scatter", "energy-tenants")
+
+
+def test_fairness_shows_borrowing_in_the_first_hour(staff_page, dashboard_data, open_dashboard,  # type: ignore[no-untyped-def]
+                                                    screenshot) -> None:
+    """No job hour is rolled up yet (a cluster minutes old): the running jobs' GPUs show as held, a tenant over
+    its quota as borrowing, and Jain's index is drawn, at once."""
+    from scheduler.models import Allocation, Tenant
+    from telemetry.models import JobUsageHour
+    JobUsageHour.objects.all().delete()
+    held = Allocation.objects.filter(ended_at__isnull=True, job__tenant__name="language").count()
+    assert held > 1
+    Tenant.objects.filter(name="language").update(gpu_quota=held - 1)
+    frame = open_dashboard(staff_page, "fairness")
+    drawn(frame, "fair-shares", "fair-borrowed", "fair-jain")
+    borrowed = frame.evaluate("""() => document.querySelector('#fair-borrowed .js-plotly-plot').data
+      .map(t => [t.name, t.y[t.y.length - 1]])""")
+    assert ["language", 1] in borrowed
+    screenshot(staff_page, "fairness-first-hour")

@@ -78,3 +78,19 @@ def test_another_tenants_pending_job_is_not_explained(history: History, vision_u
     assert fairness_data.pending_choices(vision_user) == []
     assert [pk for pk, _ in fairness_data.pending_choices(staff)] == [pending.pk]
     assert explain_pending(staff, history.finished[0].pk, history.now) is None  # not queued
+
+
+def test_the_running_hour_is_read_from_open_allocations(history: History, staff: User) -> None:
+    """The first hour of a cluster has no job hours yet: shares, borrowing and Jain come from what is held now."""
+    from telemetry.models import JobUsageHour
+    JobUsageHour.objects.all().delete()
+    Tenant.objects.filter(name="language").update(gpu_quota=4)  # lang-train holds 6 GPUs: it borrows 2
+    shares = shares_over_time(staff, history.now - timedelta(hours=24), history.now, now=history.now)
+    held = {s.tenant: s.held[-1] for s in shares.tenants}
+    borrowed = {s.tenant: s.borrowed[-1] for s in shares.tenants}
+    assert held == {"vision": 6, "language": 6} and borrowed == {"vision": 0, "language": 2}
+    assert shares.jain[-1] is not None and 0 < shares.jain[-1] <= 1
+    # A range that ended in the past is not given today's allocations.
+    past = shares_over_time(staff, history.now - timedelta(hours=30), history.now - timedelta(hours=6),
+                            now=history.now)
+    assert all(s.held[-1] == 0 for s in past.tenants)
