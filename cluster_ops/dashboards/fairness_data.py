@@ -75,8 +75,8 @@ def shares_over_time(user: Viewer, start: datetime, end: datetime, now: datetime
     now = now or timezone.now()
     if starts[-1] <= now < starts[-1] + HOUR and end >= now - timedelta(minutes=1):
         holding = held_now()
-        for name, series in held.items():
-            series[-1] = float(holding.get(name, 0))
+        for name, hourly in held.items():
+            hourly[-1] = float(holding.get(name, 0))
     demand = _demand_by_hour(starts, held)
     quotas = {t.name: t.gpu_quota for t in tenants}
     weights = {t.name: t.fair_share_weight for t in tenants}
