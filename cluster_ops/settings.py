@@ -355,6 +355,13 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
+# --- Money ----------------------------------------------------------------------------
+# The currency of prices (the energy what-if's price per kWh) and of every cost shown; an ISO 4217 code.
+CURRENCY = envstr("CURRENCY", "EUR").upper()
+if not (len(CURRENCY) == 3 and CURRENCY.isalpha() and CURRENCY.isascii()):
+    CONFIGURATION_ERRORS.append(f"CURRENCY={CURRENCY!r} is not an ISO 4217 code (e.g. EUR, USD)")
+    CURRENCY = "EUR"
+
 # --- The product --------------------------------------------------------------------
 TRACES_DIR = Path(envstr("TRACES_DIR", str(BASE_DIR.parent / "shared" / "traces")))
 

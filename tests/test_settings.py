@@ -85,6 +85,12 @@ def test_a_bad_boolean_and_a_bad_redis_url_are_named(tmp_path: Path) -> None:
     assert "REDIS_URL='http://localhost:6379' is not a Redis URL" in result.stderr
 
 
+def test_a_currency_that_is_no_iso_code_is_named(tmp_path: Path) -> None:
+    result = check(tmp_path, CURRENCY="euros")
+    assert result.returncode != 0 and "CURRENCY='EUROS' is not an ISO 4217 code" in result.stderr
+    assert check(tmp_path, CURRENCY="usd").returncode == 0
+
+
 def test_a_missing_traces_dir_is_a_warning_not_an_error(tmp_path: Path) -> None:
     result = check(tmp_path, TRACES_DIR=str(tmp_path / "none"))
     assert result.returncode == 0 and "cluster_ops.W001" in result.stderr

@@ -8,6 +8,7 @@ what-ifs; everyone sees past ones, with the per-tenant figures of their own tena
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import dash_bootstrap_components as dbc
@@ -19,9 +20,19 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from scheduler.rounds import scheduler_settings
+from scheduler.sim.catalogue import metric
 from scheduler.sim.metrics import SimulationSummary
 from scheduler.sim.presets import PRESET_LOADERS
-from scheduler.whatif.history import HISTORY, LIVE_CLUSTER, Choices, cluster_gpu_types, policy_options, start_whatif
+from scheduler.whatif.history import (
+    HISTORY,
+    LIVE_CLUSTER,
+    Choices,
+    cluster_gpu_types,
+    history_span,
+    policy_options,
+    span_text,
+    start_whatif,
+)
 from scheduler.whatif.traces import trace_files
 from scheduler.whatif.views import (
     SweepView,
@@ -40,6 +51,8 @@ from .common import COLOURS
 Viewer = User | AnonymousUser
 TICK_MS = 1000
 MAX_DAYS = 90  # of history to replay
+DEFAULT_DAYS = 7
+COST_LABEL = metric("cost").label  # its figures are in settings.CURRENCY
 NO_RUN = "No what-if yet: choose the settings above and press “Run what-if”."
 
 
@@ -71,7 +84,9 @@ app.layout = common.page_layout(
     common.section("Scenario", dbc.Row([
         _field("Replay", dbc.Select(id="energy-source", size="sm", value=HISTORY, options=[
             {"label": "this cluster's recent history", "value": HISTORY}])),
-        _field("History of the last (days)", _number("energy-days", 7, 1, 1, MAX_DAYS), 2),
+        _field("History of the last (days)", html.Div([_number("energy-days", DEFAULT_DAYS, 1, 1, MAX_DAYS),
+                                                        html.Div(id="energy-history", className="small text-muted")]),
+               2),
         _field("Cluster", dbc.Select(id="energy-cluster", size="sm", value=LIVE_CLUSTER, options=[
             {"label": "this cluster (inventory)", "value": LIVE_CLUSTER},
             *({"label": f"preset {name}", "value": name} for name in PRESET_LOADERS)])),
@@ -87,7 +102,8 @@ app.layout = common.page_layout(
         _field("Load factor (× arrival rate)", _number("energy-load", 1.0, 0.1, 0.1, 10), 2),
         _field("PUE (facility ÷ IT energy)", _number("energy-pue", DEFAULT_PUE, 0.01, 1, 5), 2),
         _field("Grid intensity (g CO₂/kWh)", _number("energy-grid", DEFAULT_GRID_G_CO2_PER_KWH, 1, 0, 5000), 2),
-        _field("Price (per kWh)", _number("energy-price", DEFAULT_PRICE_PER_KWH, 0.01, 0, 1000), 2),
+        _field(f"Price ({settings.CURRENCY} per kWh)", _number("energy-price", DEFAULT_PRICE_PER_KWH, 0.01, 0, 1000),
+               2),
         dbc.Col(dbc.Button("Run what-if", id="energy-run", color="primary", size="sm", className="w-100"),
                 xs=12, sm=6, lg=2, className="d-flex align-items-end"),
     ], className="g-2"), html.Div(id="energy-message", className="mt-2"),
@@ -118,14 +134,20 @@ app.layout = common.page_layout(
 
 
 @app.callback([Output("energy-source", "options"), Output("energy-policy", "options"),
-               Output("energy-policy", "value"), Output("energy-run", "disabled")],
+               Output("energy-policy", "value"), Output("energy-run", "disabled"), Output("energy-days", "max"),
+               Output("energy-days", "value"), Output("energy-history", "children")],
               Input("energy-init", "data"))
-def init(_: int, *, user: Viewer, **__: object) -> tuple[list[dict[str, str]], list[dict[str, str]], str, bool]:
+def init(_: int, *, user: Viewer, **__: object) -> tuple[Any, ...]:
+    """The choices start from the live settings (the what-if's policy is the live one: change one thing at a time)
+    and offer no more history than the cluster has."""
     sources = [{"label": "this cluster's recent history", "value": HISTORY}] + [
         {"label": f"trace {path} ({fmt})", "value": path} for path, fmt in trace_files(str(settings.TRACES_DIR))]
     live = scheduler_settings().policy
     policies = [{"label": f"{name} (live)" if name == live else name, "value": name} for name in policy_options()]
-    return sources, policies, ("pollux" if live != "pollux" else "tiresias"), not user.is_staff
+    span = history_span(timezone.now())
+    days = MAX_DAYS if span is None else max(1, min(MAX_DAYS, -(-span // timedelta(days=1))))
+    said = "no job has started yet" if span is None else f"history recorded: {span_text(span)}"
+    return sources, policies, live, not user.is_staff, days, min(DEFAULT_DAYS, days), said
 
 
 @app.callback([*(Output(f"energy-cap-col-{t}", "style") for t in CAP_TYPES), Output("energy-cap-watts", "children")],
@@ -260,7 +282,8 @@ def stats(view: SweepView) -> Any:
     for row in trade_off(done[0][1], done[-1][1]):
         change = f"{row.change:+.1%} vs baseline" if row.change is not None else "no baseline figure"
         tone = "" if row.change is None or abs(row.change) < 0.005 else ("success" if row.change < 0 else "danger")
-        value, base = _amount(row.value, row.unit), _amount(row.baseline, row.unit)
+        unit = settings.CURRENCY if row.metric == COST_LABEL else row.unit
+        value, base = _amount(row.value, unit), _amount(row.baseline, unit)
         cards.append(common.stat(row.metric, value, f"{change} ({base})", tone))
     return dbc.Row([dbc.Col(card, xs=6, md=4, xl=True) for card in cards], className="g-2")
 
@@ -342,8 +365,8 @@ def tenant_energy_figure(view: SweepView, visible: set[str] | None) -> go.Figure
         fig.add_trace(go.Bar(
             name=run.label, x=[r.tenant for r in rows], y=[r.facility_kwh[i] for r in rows], marker_color=colour,
             customdata=[[r.co2_kg[i], r.cost[i]] for r in rows],
-            hovertemplate="%{x}: %{y:,.1f} kWh, %{customdata[0]:,.1f} kg CO₂, cost %{customdata[1]:,.2f}"
-                          "<extra>" + run.label + "</extra>",
+            hovertemplate="%{x}: %{y:,.1f} kWh, %{customdata[0]:,.1f} kg CO₂, cost %{customdata[1]:,.2f} "
+                          f"{settings.CURRENCY}<extra>{run.label}</extra>",
         ))
     return _grouped_by_tenant(fig, "facility energy (kWh)")
 

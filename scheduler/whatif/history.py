@@ -33,6 +33,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
+from django.db.models import Min
 
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.gpu_types import gpu_type_key
@@ -182,13 +183,35 @@ def _quotas() -> dict[str, int]:
 def start_whatif(user: Viewer, choices: Choices, now: datetime) -> WhatIfSweep:
     """Create and launch the sweep (baseline, what-if); ``ValidationError``/``ValueError`` say what is wrong."""
     baseline, scenario = scenarios_for(choices, now)
-    sweep = runs.create_sweep_of([baseline, scenario], user, name=sweep_name(choices, baseline, scenario))
+    sweep = runs.create_sweep_of([baseline, scenario], user, name=sweep_name(choices, baseline, scenario, now))
     runs.launch_sweep(sweep)
     return sweep
 
 
-def sweep_name(choices: Choices, baseline: Scenario, what_if: Scenario) -> str:
-    source = f"last {choices.days} d" if choices.source == HISTORY else display_name(choices.source)
+def history_span(now: datetime) -> timedelta | None:
+    """How far back this cluster's history of started jobs goes from ``now``; None without any."""
+    first = Job.objects.filter(started_at__isnull=False, submitted_at__lt=now).aggregate(at=Min("submitted_at"))["at"]
+    return now - first if first is not None else None
+
+
+def span_text(span: timedelta) -> str:
+    """"20 min", "5.5 h", "9.0 d"."""
+    minutes = max(1, round(span.total_seconds() / 60))
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes / 60:.1f} h" if minutes < 2880 else f"{minutes / 1440:.1f} d"
+
+
+def history_label(days: int, span: timedelta | None) -> str:
+    """"last 7 d", or what there is when the history is shorter: "all 20 min of history"."""
+    if span is None or span >= timedelta(days=days):
+        return f"last {days} d"
+    return f"all {span_text(span)} of history"
+
+
+def sweep_name(choices: Choices, baseline: Scenario, what_if: Scenario, now: datetime | None = None) -> str:
+    source = (history_label(choices.days, history_span(now)) if choices.source == HISTORY and now is not None
+              else f"last {choices.days} d" if choices.source == HISTORY else display_name(choices.source))
     parts = [choices.policy, runs.caps_label(what_if.as_dict())]
     if choices.power_down_spares is not None:
         parts.append(f"power-down ({choices.power_down_spares} spare)")

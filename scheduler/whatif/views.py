@@ -92,7 +92,7 @@ def _run_label(run: WhatIfRun, index: int) -> str:
         parts.append(f"power-down {scenario['power_down_spares']}")
     if scenario.get("load_factor", 1.0) != 1.0:
         parts.append(f"load ×{scenario['load_factor']:g}")
-    return f"what-if #{run.pk} ({', '.join(parts)})"
+    return f"what-if ({', '.join(parts)})"  # named by what it is; the sweep has the number
 
 
 @dataclass(frozen=True)

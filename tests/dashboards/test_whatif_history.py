@@ -92,6 +92,8 @@ def test_a_what_if_runs_and_compares_against_its_baseline(
     assert view is not None and view.finished and view.progress == 1.0
     assert [run.status for run in view.runs] == [WhatIfStatus.SUCCEEDED] * 2
     assert view.runs[0].label.startswith("baseline") and "cap 0.7" in view.runs[1].label
+    assert "#" not in view.runs[1].label  # a run is named by what it is, not by a row id beside sweep numbers
+    assert sweep.name.startswith("all ") and "of history" in sweep.name  # 20 hours of history, not "last 7 d"
     baseline, what_if = (run.summary for run in view.runs)
     assert baseline is not None and what_if is not None
     rows = {row.metric: row for row in views.trade_off(baseline, what_if)}
@@ -123,3 +125,25 @@ def test_trace_files_lists_job_traces_only(fixtures_dir: Path) -> None:
     found = dict(traces.trace_files(str(fixtures_dir)))
     assert found["pollux/workloads-realistic/workload-1.csv"] == "pollux"
     assert not any(name.startswith("pollux/traces/") for name in found)  # validation curves are not traces
+
+
+# --- defaults that compare like with like (issue 15, item 7) -------------------------------------
+
+
+def test_the_history_offered_is_what_exists(history: History) -> None:
+    span = whatif_history.history_span(history.now)
+    assert span is not None and timedelta(hours=20) < span < timedelta(hours=21)
+    assert whatif_history.history_label(7, span) == f"all {span / timedelta(hours=1):.1f} h of history"
+    assert whatif_history.history_label(7, timedelta(minutes=20)) == "all 20 min of history"
+    assert whatif_history.history_label(7, timedelta(days=9)) == "last 7 d"
+
+
+def test_the_energy_page_starts_from_the_live_settings(history: History, staff: User, settings) -> None:
+    from cluster_ops.dashboards import energy
+    live = scheduler_settings()
+    live.policy = "pollux"
+    live.save()
+    sources, policies, policy, disabled, days_max, days, said = energy.init(0, user=staff)
+    assert policy == "pollux" and {"label": "pollux (live)", "value": "pollux"} in policies
+    assert (days_max, days) == (1, 1) and said.startswith("history recorded: 20.") and said.endswith(" h")
+    assert not disabled
