@@ -69,6 +69,8 @@ class Report(models.Model):
     html = models.FileField(upload_to=report_file_path, blank=True)
     pdf = models.FileField(upload_to=report_file_path, blank=True)
     csv = models.FileField(upload_to=report_file_path, blank=True)
+    accounting = models.FileField(upload_to=report_file_path, blank=True,
+                                  help_text="exact GPU-hours per tenant and user (CSV, as sreport's accounts)")
     summary = models.JSONField(default=dict, blank=True, help_text="headline figures for the list and the e-mail")
     notes = models.JSONField(default=list, blank=True, help_text="what a section could not show, and why")
     error = models.TextField(blank=True)
@@ -94,6 +96,17 @@ class Report(models.Model):
     @property
     def scope(self) -> str:
         return self.tenant.name if self.tenant else "whole cluster"
+
+    def file_name(self, kind: str) -> str:
+        """``weekly-2026-11-16-vision.pdf``; the accounting CSV is ``…-accounting.csv``."""
+        return f"{self.file_stem}-accounting.csv" if kind == "accounting" else f"{self.file_stem}.{kind}"
+
+    @property
+    def period_label(self) -> str:
+        """``2026-11-16``, or ``2026-11-16 – 2026-11-22``: the days it covers, in ``TIME_ZONE`` (as ``Period``)."""
+        from cluster_ops.reports.periods import Period  # the reports package imports this module
+
+        return Period(self.kind, self.period_start, self.period_end).label
 
     @property
     def file_stem(self) -> str:

@@ -42,6 +42,15 @@ class UtilisationPoint:
     allocated_gpus: float
     idle_allocated_gpus: float
     energy_kwh: float
+    # The seconds the bucket covers: None for its whole width; the running hour's minutes so far (``series``).
+    covered_seconds: float | None = None
+
+    def gpu_hours(self, width: timedelta) -> float:
+        """GPU-hours held in the bucket (``width``: its width when whole)."""
+        return self.allocated_gpus * (self.covered_seconds or width.total_seconds()) / 3600
+
+    def idle_gpu_hours(self, width: timedelta) -> float:
+        return self.idle_allocated_gpus * (self.covered_seconds or width.total_seconds()) / 3600
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,7 @@ def _one_point(start: datetime, minutes: list[UtilisationPoint]) -> UtilisationP
     return UtilisationPoint(start, sum(utils) / len(utils) if utils else None,
                             sum(p.allocated_gpus for p in minutes) / len(minutes),
                             sum(p.idle_allocated_gpus for p in minutes) / len(minutes),
-                            sum(p.energy_kwh for p in minutes))
+                            sum(p.energy_kwh for p in minutes), covered_seconds=60.0 * len(minutes))
 
 
 def _hours_from_minutes(start: datetime, end: datetime, key: str) -> list[UtilisationPoint]:

@@ -11,6 +11,7 @@ import io
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.utils import timezone
 from matplotlib.axes import Axes
@@ -59,17 +60,28 @@ def _png(fig: Figure) -> bytes:
 
 def usage_over_time(content: ReportContent) -> bytes:
     """GPUs held (busy and idle) per hour, against the cluster's GPUs or the tenant's quota."""
+    return _png(usage_figure(content))
+
+
+def usage_figure(content: ReportContent) -> Figure:
     fig, ax = _figure()
-    times = date2num([p.start for p in content.usage])
-    busy = [p.allocated_gpus - p.idle_allocated_gpus for p in content.usage]
-    idle = [p.idle_allocated_gpus for p in content.usage]
+    points = content.usage
+    # Steps hold each hour's value to the next hour; the last step ends where its bucket does (or the coverage).
+    ends = [min(content.coverage.end, p.start + timedelta(seconds=p.covered_seconds or 3600)) for p in points[-1:]]
+    times = date2num([p.start for p in points] + ends)
+    busy = [p.allocated_gpus - p.idle_allocated_gpus for p in points] + [p.allocated_gpus - p.idle_allocated_gpus
+                                                                       for p in points[-1:]]
+    idle = [p.idle_allocated_gpus for p in points] + [p.idle_allocated_gpus for p in points[-1:]]
     ax.stackplot(times, busy, idle, labels=["held, busy", "held, idle"], colors=[COLOURS["busy"], COLOURS["idle"]],
                  step="post", alpha=0.85)
     limit, label = (content.quota, "quota") if content.tenant else (content.total_gpus, "GPUs in the cluster")
     if limit:
         ax.axhline(limit, color=COLOURS["quota" if content.tenant else "capacity"], linestyle="--", linewidth=1,
                    label=label)
-    ax.set_xlim(float(date2num(content.period.start)), float(date2num(content.period.end)))
+    # The covered part only (an unfinished period ends now); a second short of its end, so the next day's midnight
+    # gets no tick of its own ("Dec-02" under a report of Dec 1).
+    coverage = content.coverage
+    ax.set_xlim(float(date2num(coverage.start)), float(date2num(coverage.end - timedelta(seconds=1))))
     zone = timezone.get_current_timezone()  # label the hours of TIME_ZONE, as the period is
     locator = AutoDateLocator(tz=zone)
     ax.xaxis.set_major_locator(locator)
@@ -77,7 +89,7 @@ def usage_over_time(content: ReportContent) -> bytes:
     ax.set_ylabel("GPUs", fontsize=8)
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=7, loc="upper left", ncols=3, frameon=False, bbox_to_anchor=(0, 1.18))
-    return _png(fig)
+    return fig
 
 
 def tenant_use(content: ReportContent) -> bytes:

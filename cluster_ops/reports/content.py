@@ -2,10 +2,16 @@
 
 Every figure comes from its single home; this module only chooses, scopes and compares them:
 
-* GPU-hours allocated, idle-allocated and energy over time: ``telemetry.queries.utilisation`` (hour rollups for the
-  cluster, job hours for a tenant). **Used** GPU-hours = allocated − idle-allocated (held while utilisation was at
-  or above ``TELEMETRY_IDLE_UTIL``). **Allocation** = allocated ÷ (GPUs × hours) for the cluster, ÷ (quota × hours)
-  for a tenant. **Utilisation** = the mean of the hourly mean GPU utilisation (cluster only: not kept per job).
+* **Coverage**: the part of the period with data, from the first data (a job submitted, a minute of telemetry) or
+  the period's start, to the period's end or ``now``. A period still running or without data for part of it is
+  *incomplete*, said on every format; rates (allocated share, GPUs held per hour, hours over or under quota) are
+  over the covered hours, and recommendations come only from complete periods with telemetry for at least
+  ``MIN_TELEMETRY_SHARE`` of their hours (``recommendation_gate``).
+* GPU-hours allocated, idle-allocated and energy over time: ``telemetry.queries.series`` by the hour over the
+  covered part (hour rollups for the cluster, job hours for a tenant, the running hour from its minutes).
+  **Used** GPU-hours = allocated − idle-allocated (held while utilisation was at or above ``TELEMETRY_IDLE_UTIL``).
+  **Allocation** = allocated ÷ (GPUs × hours covered) for the cluster, ÷ (quota × hours covered) for a tenant.
+  **Utilisation** = the mean of the hourly mean GPU utilisation (cluster only: not kept per job).
 * JCT (jobs that succeeded in the period) and queueing delay (jobs first started in it):
   ``cluster_ops.dashboards.jobs_data.completion_times``; percentiles: ``scheduler.sim.metrics.percentile``.
 * Held GPUs per tenant and hour, borrowing (held above quota): ``dashboards.fairness_data.shares_over_time``;
@@ -17,6 +23,8 @@ Every figure comes from its single home; this module only chooses, scopes and co
   ``PowerModel`` defaults (PUE 1.58, 475 g/kWh, 0.10 per kWh).
 * Top users, GPU failures and node downtime: ``telemetry.queries`` (``gpu_hours_by_owner``, ``gpu_failures``,
   ``node_downtime``); idle jobs: ``idle_allocated_by_job``. Recommendations: ``recommend``.
+* **Accounting** (``accounting``): exact GPU-hours per tenant and owner, from the allocations' own intervals clipped
+  to the covered part (not from rollups), as Slurm's ``sreport`` reports accounts.
 
 A tenant's report holds only that tenant: its own rows, its users and jobs; cluster-wide sections (other tenants,
 GPU failures, downtime, fairness across tenants, what-if runs) are left out.
@@ -29,15 +37,17 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import Count, Q
+from django.db.models import Count, Min, Q
+from django.utils import timezone
 
 from cluster_ops.dashboards.fairness_data import Shares, finish_time_fairness, shares_over_time
 from cluster_ops.dashboards.jobs_data import completion_times
-from scheduler.models import Gpu, Job, JobState, Tenant
+from scheduler.models import Allocation, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, jain_index, percentile
 from telemetry import queries
+from telemetry.models import GpuHour, ScopeMinute
 from telemetry.power import PowerModel
-from telemetry.rollups import HOURS
+from telemetry.rollups import CLUSTER_SCOPE, HOURS
 
 from . import recommend
 from .periods import Period
@@ -47,6 +57,67 @@ from .periods import Period
 REPORT_VIEWER = User(username="cluster-ops-reports", is_staff=True)
 TOP = 10  # rows in the top-users, idle-jobs and failed-jobs tables
 EMPTY_NOTE = "Nothing happened in this period: no GPU time was allocated and no job was submitted, started or finished."
+MIN_TELEMETRY_SHARE = 0.9  # of a period's hours with telemetry, for its figures to carry a recommendation
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The part [start, end) of ``period`` the report's figures cover, and the hours of it with telemetry."""
+
+    period: Period
+    start: datetime
+    end: datetime
+    telemetry_hours: float
+
+    @property
+    def hours(self) -> float:
+        return max(0.0, (self.end - self.start).total_seconds() / 3600)
+
+    @property
+    def complete(self) -> bool:
+        return self.start <= self.period.start and self.end >= self.period.end
+
+    @property
+    def covered(self) -> Period:
+        """The covered part as a period (for the figures' queries); the whole period when nothing is covered."""
+        return Period(self.period.kind, self.start, self.end) if self.end > self.start else self.period
+
+    def note(self, now: datetime) -> str | None:
+        """What every format says of an incomplete period; None for a complete one."""
+        if self.complete:
+            return None
+        span = f"{_local(self.start)} – {_local(self.end)} ({self.hours:.1f} of {self.period.hours:.0f} hours)"
+        if self.end < self.period.end:
+            return (f"Incomplete: the period runs until {_local(self.period.end)} and this report was made at "
+                    f"{_local(now)}; its figures cover {span}.")
+        return f"Incomplete: the cluster has data only from {_local(self.start)}; the figures cover {span}."
+
+
+def _local(at: datetime) -> str:
+    return f"{timezone.localtime(at):%Y-%m-%d %H:%M}"
+
+
+def coverage_of(period: Period, now: datetime) -> Coverage:
+    """From the first data in the period (or its start) to its end or ``now``, whichever is first."""
+    firsts = [Job.objects.aggregate(at=Min("submitted_at"))["at"], GpuHour.objects.aggregate(at=Min("start"))["at"],
+              ScopeMinute.objects.filter(scope=CLUSTER_SCOPE).aggregate(at=Min("start"))["at"]]
+    known = [at for at in firsts if at is not None]
+    start = max(period.start, min(known)) if known else period.end
+    end = min(period.end, max(now, period.start))
+    hours = GpuHour.objects.filter(start__gte=period.start, start__lt=end).values("start").distinct().count()
+    running = ScopeMinute.objects.filter(scope=CLUSTER_SCOPE, start__gte=max(period.start, end - HOURS.width),
+                                         start__lt=end).count() if end < period.end else 0
+    return Coverage(period, min(start, end), end, hours + running / 60)
+
+
+def recommendation_gate(coverage: Coverage) -> str | None:
+    """Why the report makes no recommendation (None: it may): only complete periods with enough telemetry."""
+    if not coverage.complete:
+        return "No recommendation: the period is incomplete, and a part of a period is no ground for a change."
+    if coverage.telemetry_hours < MIN_TELEMETRY_SHARE * coverage.period.hours:
+        return (f"No recommendation: telemetry covers {coverage.telemetry_hours:.0f} of the period's "
+                f"{coverage.period.hours:.0f} hours (at least {MIN_TELEMETRY_SHARE:.0%} needed).")
+    return None
 
 
 @dataclass(frozen=True)
@@ -91,6 +162,20 @@ class TenantRow:
 
 
 @dataclass(frozen=True)
+class Account:
+    """Exact GPU time of one owner's jobs in one tenant (``owner`` "": the tenant's total)."""
+
+    tenant: str
+    owner: str
+    jobs: int
+    gpu_seconds: float
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpu_seconds / 3600
+
+
+@dataclass(frozen=True)
 class FailedJob:
     job_id: int
     name: str
@@ -106,8 +191,9 @@ class ReportContent:
     generated_at: datetime
     total_gpus: int
     quota: int | None  # the tenant's
+    coverage: Coverage
     kpis: list[Kpi]
-    usage: list[queries.UtilisationPoint]  # hourly
+    usage: list[queries.UtilisationPoint]  # hourly, over the covered part
     tenants: list[TenantRow]
     top_users: list[queries.OwnerUsage]
     idle_jobs: list[queries.JobIdle]
@@ -116,9 +202,11 @@ class ReportContent:
     failures: queries.GpuFailures | None  # cluster reports only
     downtime: list[queries.NodeDowntime]
     recommendations: list[recommend.Recommendation]
+    accounts: list[Account]
     power: PowerModel
     empty: bool
     notes: list[str] = field(default_factory=list)
+    withheld: str | None = None  # why there are no recommendations, when they were not looked for
 
     @property
     def scope(self) -> str:
@@ -130,36 +218,66 @@ class ReportContent:
 
 def build_content(period: Period, tenant: Tenant | None, now: datetime) -> ReportContent:
     power, total_gpus = PowerModel(), Gpu.objects.count()
-    usage = queries.utilisation(period.start, period.end, tenant=tenant)
-    shares = shares_over_time(REPORT_VIEWER, period.start, period.end)
-    earlier = shares_over_time(REPORT_VIEWER, period.previous.start, period.previous.end)
-    figures = period_figures(period, tenant, power, total_gpus, shares, usage)
-    previous = period_figures(period.previous, tenant, power, total_gpus, earlier)
-    rows = [row for row in tenant_rows(period, shares, earlier, power) if tenant is None or row.name == tenant.name]
+    coverage, before = coverage_of(period, now), coverage_of(period.previous, now)
+    covered = coverage.covered
+    usage = usage_of(covered, tenant)
+    shares = shares_over_time(REPORT_VIEWER, covered.start, covered.end, now=now)
+    earlier = shares_over_time(REPORT_VIEWER, before.covered.start, before.covered.end, now=now)
+    figures = period_figures(covered, tenant, power, total_gpus, shares, usage)
+    previous = period_figures(before.covered, tenant, power, total_gpus, earlier)
+    rows = [row for row in tenant_rows(covered, shares, earlier, power) if tenant is None or row.name == tenant.name]
     idle_jobs = [job for job in queries.idle_allocated_by_job(period.start, period.end, tenant=tenant)
                  if job.idle_allocated_gpu_hours > 0]
     cluster = tenant is None
+    gate = recommendation_gate(coverage)
+    notes = [note for note in (coverage.note(now),) if note]
     content = ReportContent(
         period=period, tenant=tenant.name if tenant else None, generated_at=now, total_gpus=total_gpus,
-        quota=tenant.gpu_quota if tenant else None, kpis=kpis(figures, previous, cluster), usage=usage,
+        quota=tenant.gpu_quota if tenant else None, coverage=coverage, kpis=kpis(figures, previous, cluster),
+        usage=usage,
         tenants=rows, top_users=queries.gpu_hours_by_owner(period.start, period.end, tenant=tenant, limit=TOP),
         idle_jobs=idle_jobs[:TOP], failed_jobs=failed_jobs(period, tenant), waits_h=figures["waits_h"],
         failures=queries.gpu_failures(period.start, period.end) if cluster else None,
         downtime=queries.node_downtime(period.start, period.end) if cluster else [],
-        recommendations=recommend.recommendations(rows, idle_jobs, now if cluster else None),
-        power=power, empty=is_empty(period, tenant, figures),
+        accounts=accounting(covered, tenant, now),
+        recommendations=[] if gate else recommend.recommendations(rows, idle_jobs, now if cluster else None,
+                                                                    hours=coverage.hours),
+        power=power, empty=is_empty(period, tenant, figures), notes=notes, withheld=gate,
     )
     return content
+
+
+def accounting(covered: Period, tenant: Tenant | None, now: datetime) -> list[Account]:
+    """Per tenant (its total first) and owner: the jobs that held GPUs in the covered part and their GPU-seconds
+    there, each allocation's interval clipped to it (an open one runs to ``now``)."""
+    start, end = covered.start, min(covered.end, now)
+    held = Allocation.objects.filter(started_at__lt=end).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
+    if tenant is not None:
+        held = held.filter(job__tenant=tenant)
+    seconds: dict[tuple[str, str], float] = {}
+    jobs: dict[tuple[str, str], set[int]] = {}
+    rows = held.order_by().values_list("job__tenant__name", "job__owner__username", "job_id", "started_at", "ended_at")
+    for name, owner, job_id, began, ended in rows.iterator(chunk_size=5000):
+        overlap = (min(end, ended or end) - max(start, began)).total_seconds()
+        for key in ((name, ""), (name, owner or "(no owner)")):
+            seconds[key] = seconds.get(key, 0.0) + max(0.0, overlap)
+            jobs.setdefault(key, set()).add(job_id)
+    return [Account(name, owner, len(jobs[(name, owner)]), seconds[(name, owner)])
+            for name, owner in sorted(seconds, key=lambda key: (key[0], key[1] != "", -seconds[key], key[1]))]
+
+
+def usage_of(covered: Period, tenant: Tenant | None) -> list[queries.UtilisationPoint]:
+    """The scope's hours over the covered part, the running hour from its minutes (``queries.series``)."""
+    return queries.series(covered.start, covered.end, tenant=tenant, step=HOURS)
 
 
 def period_figures(period: Period, tenant: Tenant | None, power: PowerModel, total_gpus: int, shares: Shares,
                    usage: list[queries.UtilisationPoint] | None = None) -> dict[str, Any]:
     """The KPI values of one period (module docstring), keyed as ``kpis`` reads them."""
     start, end, name = period.start, period.end, tenant.name if tenant else None
-    points = usage if usage is not None else queries.utilisation(start, end, tenant=tenant)
-    hours_per_point = 1.0 if tenant else queries.level_for(start, end).width / HOURS.width
-    allocated = sum(p.allocated_gpus for p in points) * hours_per_point
-    idle = sum(p.idle_allocated_gpus for p in points) * hours_per_point
+    points = usage if usage is not None else usage_of(period, tenant)
+    allocated = sum(p.gpu_hours(HOURS.width) for p in points)
+    idle = sum(p.idle_gpu_hours(HOURS.width) for p in points)
     capacity = (tenant.gpu_quota if tenant else total_gpus) * period.hours
     util = [p.gpu_util for p in points if p.gpu_util is not None]
     times = completion_times(REPORT_VIEWER, start, end, tenant=name)

@@ -72,9 +72,10 @@ def send_delivery(delivery_id: int, *, final_attempt: bool, now: datetime | None
 
 
 def message(report: Report, to: str) -> EmailMultiAlternatives:
-    """The report's e-mail to ``to``: HTML and text bodies, the PDF and the CSV attached."""
-    attachments = [(f"{report.file_stem}.{field}", getattr(report, field), mimetype)
-                   for field, mimetype in (("pdf", "application/pdf"), ("csv", "text/csv")) if getattr(report, field)]
+    """The report's e-mail to ``to``: HTML and text bodies, the PDF, the CSV and the accounting CSV attached."""
+    attachments = [(report.file_name(field), getattr(report, field), mimetype)
+                   for field, mimetype in (("pdf", "application/pdf"), ("csv", "text/csv"), ("accounting", "text/csv"))
+                   if getattr(report, field)]
     subject, text, html = render.render_email(report.summary or {"title": str(report)},
                                               [name for name, _, _ in attachments],
                                               settings.PUBLIC_URL + reverse("reports:list"))

@@ -51,10 +51,11 @@ class Recommendation:
 
 
 def recommendations(rows: Sequence[TenantRow], idle_jobs: Sequence[JobIdle],
-                    whatif_until: datetime | None) -> list[Recommendation]:
-    """Every recommendation, power caps first; ``whatif_until`` None leaves out what-if runs (tenant reports)."""
+                    whatif_until: datetime | None, hours: float) -> list[Recommendation]:
+    """Every recommendation, power caps first; ``whatif_until`` None leaves out what-if runs (tenant reports);
+    ``hours``: the period's, which the quota figures are fractions of."""
     found = power_cap_candidates(whatif_until) if whatif_until is not None else []
-    return found + idle_timeout_candidates(rows, idle_jobs) + quota_candidates(rows)
+    return found + idle_timeout_candidates(rows, idle_jobs) + quota_candidates(rows, hours)
 
 
 def power_cap_candidates(until: datetime) -> list[Recommendation]:
@@ -149,17 +150,17 @@ def idle_timeout_candidates(rows: Sequence[TenantRow], idle_jobs: Sequence[JobId
     return found
 
 
-def quota_candidates(rows: Sequence[TenantRow]) -> list[Recommendation]:
+def quota_candidates(rows: Sequence[TenantRow], hours: float) -> list[Recommendation]:
     found = []
     for row in rows:
         if row.over_quota_hours >= OVER_QUOTA_HOURS:
             found.append(Recommendation("quota", row.name, (
                 f"Tenant {row.name} held more than its quota of {row.quota} GPUs in {row.over_quota_hours:.0%} of the "
-                f"hours (borrowed {row.borrowed_gpu_hours:,.1f} GPU-hours): persistently over quota — raise its "
-                f"quota, or expect its borrowed GPUs to be reclaimed.")))
+                f"{hours:.0f} hours (borrowed {row.borrowed_gpu_hours:,.1f} GPU-hours, average {row.avg_gpus:,.1f} "
+                f"GPUs): persistently over quota — raise its quota, or expect its borrowed GPUs to be reclaimed.")))
         elif row.quota and row.under_quota_hours >= UNDER_QUOTA_HOURS:
             found.append(Recommendation("quota", row.name, (
                 f"Tenant {row.name} held less than half its quota of {row.quota} GPUs in {row.under_quota_hours:.0%} "
-                f"of the hours (average {row.avg_gpus:,.1f} GPUs): persistently under quota — its guarantee could "
-                f"be lowered.")))
+                f"of the {hours:.0f} hours (average {row.avg_gpus:,.1f} GPUs, {row.gpu_hours:,.1f} GPU-hours): "
+                f"persistently under quota — its guarantee could be lowered.")))
     return found

@@ -28,7 +28,8 @@ def report_context(content: ReportContent, charts: dict[str, Chart]) -> dict[str
 
 
 def title(content: ReportContent) -> str:
-    return f"Cluster Ops {content.period.kind} report · {content.scope} · {content.period.label}"
+    incomplete = "" if content.coverage.complete else " (incomplete)"
+    return f"Cluster Ops {content.period.kind} report · {content.scope} · {content.period.label}{incomplete}"
 
 
 def render_html(content: ReportContent, charts: dict[str, Chart]) -> str:
@@ -56,6 +57,12 @@ def render_csv(content: ReportContent) -> str:
     writer = csv.writer(out)
     writer.writerow(["section", "subject", "metric", "value", "previous", "unit"])
     scope = content.tenant or "cluster"
+    coverage = content.coverage
+    writer.writerow(["coverage", scope, "complete", "yes" if coverage.complete else "no", "", ""])
+    writer.writerow(["coverage", scope, "covered from", coverage.start.isoformat(), "", ""])
+    writer.writerow(["coverage", scope, "covered until", coverage.end.isoformat(), "", ""])
+    writer.writerow(["coverage", scope, "hours covered", _cell(coverage.hours), _cell(coverage.period.hours), "h"])
+    writer.writerow(["coverage", scope, "hours with telemetry", _cell(coverage.telemetry_hours), "", "h"])
     for kpi in content.kpis:
         writer.writerow(["summary", scope, kpi.label, _cell(kpi.value), _cell(kpi.previous), kpi.unit])
     for row in content.tenants:
@@ -85,6 +92,22 @@ def render_csv(content: ReportContent) -> str:
     return out.getvalue()
 
 
+ACCOUNTING_HEADER = ["tenant", "user", "jobs", "gpu_hours", "period_start", "period_end", "complete"]
+
+
+def render_accounting(content: ReportContent) -> str:
+    """Exact GPU-hours per tenant (user empty: its total) and per user, as ``sreport`` gives accounts: one row
+    each, GPU-hours to the second (6 decimals), with the part of the period covered."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(ACCOUNTING_HEADER)
+    coverage = content.coverage
+    for account in content.accounts:
+        writer.writerow([account.tenant, account.owner, account.jobs, f"{account.gpu_hours:.6f}",
+                         coverage.start.isoformat(), coverage.end.isoformat(), "yes" if coverage.complete else "no"])
+    return out.getvalue()
+
+
 def _cell(value: float | int | None) -> str:
     if value is None:
         return ""
@@ -96,6 +119,8 @@ def summary(content: ReportContent, notes: list[str]) -> dict[str, Any]:
     return {
         "title": title(content), "scope": content.scope, "period": content.period.label,
         "previous": content.period.previous.label, "empty": content.empty, "notes": notes,
+        "complete": content.coverage.complete, "hours_covered": round(content.coverage.hours, 2),
+        "withheld": content.withheld,
         "kpis": [kpi_row(k) for k in content.kpis], "recommendations": [asdict(r) for r in content.recommendations],
     }
 

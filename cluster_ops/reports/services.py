@@ -81,7 +81,8 @@ def build(report_id: int, now: datetime | None = None) -> bool:
         content = build_content(period_of(report), report.tenant, now)
         charts = draw_charts(content)
         html = render.render_html(content, charts)
-        files = {"html": html.encode(), "pdf": render.render_pdf(html), "csv": render.render_csv(content).encode()}
+        files = {"html": html.encode(), "pdf": render.render_pdf(html), "csv": render.render_csv(content).encode(),
+                 "accounting": render.render_accounting(content).encode()}
     except SoftTimeLimitExceeded:
         limit = settings.REPORT_TIME_LIMIT_SECONDS
         error = f"Stopped: ran past its time limit of {limit} s (REPORT_TIME_LIMIT_SECONDS)."
@@ -97,7 +98,7 @@ def build(report_id: int, now: datetime | None = None) -> bool:
     _replace_files(report, files)
     report.status, report.error, report.made_at = ReportStatus.READY, "", now
     report.summary, report.notes = render.summary(content, notes), notes
-    report.save(update_fields=["status", "error", "made_at", "summary", "notes", "html", "pdf", "csv"])
+    report.save(update_fields=["status", "error", "made_at", "summary", "notes", "html", "pdf", "csv", "accounting"])
     return True
 
 
@@ -107,7 +108,7 @@ def _replace_files(report: Report, files: dict[str, bytes]) -> None:
         stored = getattr(report, field)
         if stored:
             stored.delete(save=False)
-        stored.save(f"{report.file_stem}.{field}", ContentFile(data), save=False)
+        stored.save(report.file_name(field), ContentFile(data), save=False)
 
 
 def first_data_day() -> date | None:

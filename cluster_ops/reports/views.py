@@ -18,7 +18,8 @@ from cluster_ops.models import Report
 from . import services
 from .forms import ReportRequestForm
 
-CONTENT_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf", "csv": "text/csv; charset=utf-8"}
+CONTENT_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf", "csv": "text/csv; charset=utf-8",
+                 "accounting": "text/csv; charset=utf-8"}
 # A stored HTML report shown in the browser may show its own inline styles and data: images, nothing else.
 HTML_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
@@ -44,7 +45,7 @@ def download(request: HttpRequest, pk: int, fmt: str) -> FileResponse:
     stored = getattr(report, fmt)
     if not stored:
         raise Http404("this report has no such file yet")
-    response = FileResponse(stored.open("rb"), as_attachment=fmt != "html", filename=f"{report.file_stem}.{fmt}",
+    response = FileResponse(stored.open("rb"), as_attachment=fmt != "html", filename=report.file_name(fmt),
                             content_type=CONTENT_TYPES[fmt])
     response["Cache-Control"] = "private, no-store"
     if fmt == "html":

@@ -39,8 +39,8 @@ def test_each_report_goes_to_its_recipients_with_its_pdf_and_csv(
     assert ops.subject == f"Cluster Ops weekly report · whole cluster · {week.period.label}"
     assert lead.subject == f"Cluster Ops weekly report · tenant vision · {week.period.label}"
     stem = f"weekly-{week.T:%Y-%m-%d}-vision"
-    assert [(name, kind) for name, _, kind in lead.attachments] == [(f"{stem}.pdf", "application/pdf"),
-                                                                     (f"{stem}.csv", "text/csv")]
+    assert [(name, kind) for name, _, kind in lead.attachments] == [
+        (f"{stem}.pdf", "application/pdf"), (f"{stem}.csv", "text/csv"), (f"{stem}-accounting.csv", "text/csv")]
     assert lead.attachments[0][1][:5] == b"%PDF-"
     html = lead.alternatives[0][0]
     assert "Summary" in html and "GPU-hours allocated" in html and "/reports/" in html

@@ -63,11 +63,12 @@ def test_html_and_csv_files(week: Week, made_at: datetime) -> None:
 
 def test_running_a_period_again_replaces_the_report(week: Week, made_at: datetime) -> None:
     first = services.make_report(week.period, week.vision, now=made_at)
-    old_files = {Path(first.pdf.path), Path(first.csv.path), Path(first.html.path)}
+    old_files = {Path(first.pdf.path), Path(first.csv.path), Path(first.html.path), Path(first.accounting.path)}
     again = services.make_report(week.period, week.vision, now=made_at + timedelta(hours=1))
     assert again.pk == first.pk and Report.objects.count() == 1
     assert again.made_at == made_at + timedelta(hours=1)
-    assert {Path(again.pdf.path), Path(again.csv.path), Path(again.html.path)} == old_files  # same names, no copies
+    assert {Path(again.pdf.path), Path(again.csv.path), Path(again.html.path),
+            Path(again.accounting.path)} == old_files  # same names, no copies
     assert sorted(p.name for p in Path(again.pdf.path).parent.iterdir()) == sorted(p.name for p in old_files)
     services.make_report(week.period, None, now=made_at)  # the cluster-wide one is another report
     assert Report.objects.count() == 2

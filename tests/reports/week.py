@@ -1,7 +1,7 @@
 """A small seeded week whose report can be worked out by hand (the numbers are in ``tests/reports/test_content.py``).
 
 The week is the last complete Monday-to-Sunday week before today (UTC), so ``--period weekly`` finds it; ``T`` is its
-Monday 00:00. Rows are written directly, as history.
+Monday 00:00. Rows are written directly, as history (each job's allocations too).
 
 Inventory: 3 nodes × 4 GPUs = 12 GPUs (n1, n2, n3). Tenants: vision (quota 2), language (quota 2), research
 (quota 1). Every held GPU-hour is one ``GpuHour`` row and part of its job's ``JobUsageHour``: a busy GPU-hour runs
@@ -38,7 +38,17 @@ from django.utils import timezone
 
 from cluster_ops.reports import periods
 from scheduler import services
-from scheduler.models import Gpu, GpuHealth, Job, JobState, Tenant, WhatIfRun, WhatIfStatus, WhatIfSweep
+from scheduler.models import (
+    Allocation,
+    Gpu,
+    GpuHealth,
+    Job,
+    JobState,
+    Tenant,
+    WhatIfRun,
+    WhatIfStatus,
+    WhatIfSweep,
+)
 from telemetry.models import GpuEvent, GpuHour, JobUsageHour, Severity
 from telemetry.readings import EventKind
 
@@ -113,6 +123,7 @@ def job(tenant: Tenant, owner: str, name: str, submitted: datetime, started: dat
                                       energy_j=BUSY_J * (len(gpus) - len(idle)) + IDLE_J * len(idle)))
     GpuHour.objects.bulk_create(gpu_hours)
     JobUsageHour.objects.bulk_create(job_hours)
+    Allocation.objects.bulk_create(Allocation(job=row, gpu=gpu, started_at=started, ended_at=finished) for gpu in gpus)
     return row
 
 
