@@ -14,6 +14,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import NamedTuple
 
+from . import explain
 from .capacity import demand_fits
 from .placement import place
 from .policy import Policy
@@ -39,6 +40,9 @@ class CycleConfig:
     min_rescale_gain: float = 0.1  # grow a running job only for ≥ 10 % more speed (hysteresis)
     max_rescales_per_hour: int = 4  # per job; further rescales wait
     enforce_quotas: bool = True
+    # Starts and resizes say what set their count, waits who holds the GPUs (explain.py); the simulator, which
+    # never reads a reason, turns it off.
+    explain_counts: bool = True
 
     def __post_init__(self) -> None:
         if self.min_rescale_gain < 0 or self.max_rescales_per_hour < 0:
@@ -65,12 +69,40 @@ class _Outcome:
     reasons: tuple[Mapping[str, str], ...]  # job id → why, one mapping per stage: a later stage's reason wins
     batch_sizes: Mapping[str, int]
     type_notes: Mapping[str, str]  # job id → why it went on its GPU type, added to its reason
+    snap: ClusterSnapshot | None = None  # with it, starts and rescales say what set their count (explain.py)
+    count_rule: str | None = None  # the policy's rule for counts, e.g. "which tiresias gives every job"
 
     def decide(self, job: JobInfo) -> Decision:
         reason = next((stage[job.id] for stage in reversed(self.reasons) if job.id in stage), None)
         decision = _decide(job, self.placements.get(job.id, ()), reason, self.batch_sizes.get(job.id))
+        if self.snap is not None:
+            decision = self._explained(job, decision, reason is None)
         note = self.type_notes.get(job.id)
         return decision._replace(reason=f"{decision.reason}; {note}") if note else decision
+
+    def _explained(self, job: JobInfo, decision: Decision, default: bool) -> Decision:
+        """The decision with what set its count (a start or a resize) or who holds its GPUs (it cannot be placed)."""
+        assert self.snap is not None
+        if decision.action in (Action.START, Action.RESCALE) and len(decision.gpus) != len(decision.previous):
+            kind = self.snap.index.type_of.get(decision.gpus[0])
+            why = explain.count_reason(job, len(decision.gpus), self.snap, kind, self._left_free.get(kind or "", 0),
+                                       self.count_rule)
+            why = why.split(": ", 1)[1] if default else why  # "started on 24 GPUs: its min_gpus …"
+            return decision._replace(reason=f"{decision.reason}{': ' if default else '; '}{why}")
+        if decision.action is Action.WAIT and decision.reason.startswith("cannot place"):
+            holders = explain.holders_reason(job, self.snap, self._held_by_type, self._left_free)
+            return decision._replace(reason=f"{decision.reason}; {holders}") if holders else decision
+        return decision
+
+    @cached_property
+    def _left_free(self) -> dict[str, int]:
+        assert self.snap is not None
+        return explain.left_free_by_type(self.snap, self.placements)
+
+    @cached_property
+    def _held_by_type(self) -> dict[str, dict[str, int]]:
+        assert self.snap is not None
+        return explain.held_by_type(self.snap, self.placements)
 
     def changes(self) -> tuple[Decision, ...]:
         """Decisions for the jobs whose GPUs change, in snapshot order.
@@ -135,7 +167,8 @@ def run_cycle(
     types = {job_id: t for job_id, t in result.gpu_types.items() if counts[job_id] == result.allocations[job_id]}
     placed = place(admitted, counts, consolidate=getattr(policy, "consolidates_on_growth", False), gpu_types=types)
     stages = (result.reasons, stage_reasons, placed.notes, placed.unplaced, rejected)
-    outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes, placed.type_notes)
+    outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes, placed.type_notes,
+                       snap if config.explain_counts else None, getattr(policy, "count_rule", None))
     changes = outcome.changes()
     new_state = {"policy": result.state, "rescales": _record_rescales(history, snap.jobs, changes, snap.now)}
     return CycleResult(changes, new_state, result.wake_at, outcome)

@@ -64,7 +64,7 @@ class SimConfig:
     restart_seconds: float = 30.0
     speed_factor: float = 1.0  # throughput multiplier, e.g. from a power cap (telemetry/power.py)
     speed_factor_by_type: Mapping[str, float] = field(default_factory=dict)  # GPU type → its own multiplier
-    cycle: CycleConfig = field(default_factory=CycleConfig)
+    cycle: CycleConfig = field(default_factory=lambda: CycleConfig(explain_counts=False))  # it reads no reason
     horizon: float | None = None  # stop here even if jobs remain
     charge_first_start: bool = False  # also charge the restart delay on a job's first start (Pollux's simulator does)
     power_down: PowerDownConfig | None = None  # switch idle nodes off (powerdown.py)

@@ -74,7 +74,8 @@ def run_scenario(
     nodes, tenants = cluster_for(scenario, traces_dir)
     settings: dict[str, Any] = dict(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
                                     speed_factor=power.throughput_factor,
-                                    speed_factor_by_type=power.throughput_factors(), cycle=cycle or CycleConfig(),
+                                    speed_factor_by_type=power.throughput_factors(),
+                                    cycle=cycle or CycleConfig(explain_counts=False),
                                     charge_first_start=scenario.charge_first_start, power_down=_power_down(scenario))
     config = SimConfig(**(settings | _artifact_execution(scenario)))
     curves = load_grad_curves(traces_dir) if scenario.measured_profiles else None

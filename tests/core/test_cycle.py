@@ -50,7 +50,7 @@ def test_decisions_cover_every_job_with_actions_and_reasons() -> None:
     actions = {jid: d.action for jid, d in result.decisions.items()}
     assert actions == {"start": Action.START, "keep": Action.KEEP, "stop": Action.PREEMPT, "wait": Action.WAIT}
     assert result.decisions["wait"].reason == "behind others"
-    assert result.decisions["start"].reason == "started on 2 GPUs"
+    assert result.decisions["start"].reason == "started on 2 GPUs: its fixed size"
     assert [d.job_id for d in result.changes] == ["start", "stop"]
 
 

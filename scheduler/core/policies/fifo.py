@@ -32,6 +32,7 @@ from ._ordering import arrival_key, grant_in_order
 @register
 class FifoPolicy:
     name: ClassVar[str] = "fifo"
+    count_rule: ClassVar[str] = "which fifo gives every job (it does not scale jobs)"
     event_driven: ClassVar[bool] = True
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:

@@ -30,6 +30,7 @@ from ._ordering import SpeedMemo, grant_in_order
 @register
 class SrtfPolicy:
     name: ClassVar[str] = "srtf"
+    count_rule: ClassVar[str] = "which srtf gives every job (it does not scale jobs)"
     event_driven: ClassVar[bool] = True
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:

@@ -60,6 +60,7 @@ class _Levels:
 @register
 class TiresiasPolicy:
     name: ClassVar[str] = "tiresias"
+    count_rule: ClassVar[str] = "which tiresias gives every job (it does not scale jobs)"
     event_driven: ClassVar[bool] = True
 
     def __init__(self, thresholds: Sequence[float] = DEFAULT_THRESHOLDS, starvation_factor: float = 8.0) -> None:
