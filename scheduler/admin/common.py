@@ -1,15 +1,17 @@
-"""Shared pieces of the admin pages: status badges and read-only inlines."""
+"""Shared pieces of the admin pages: status badges, read-only inlines and the "before you save" preview page."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
 from ..models import (
     GpuHealth,
     JobState,
 )
+from ..preview import Preview
 
 HEALTH_COLOURS: dict[str, str] = {GpuHealth.OK: "#027a48", GpuHealth.DEGRADED: "#b54708", GpuHealth.LOST: "#b42318"}
 STATE_COLOURS: dict[str, str] = {
@@ -42,3 +44,20 @@ class ReadOnlyInline(admin.TabularInline):
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+CONFIRMED = "_preview_confirmed"  # the preview page's "Save" sends it back with the form's data
+
+
+def preview_page(request: HttpRequest, model_admin: admin.ModelAdmin, obj: object, preview: Preview,
+                 what: str) -> TemplateResponse:
+    """The consequences of an unsaved change (``what``: "policy tiresias → pollux"), with the form's data kept in
+    hidden fields to save it or go back."""
+    fields = [(name, value) for name, values in request.POST.lists() if name not in ("csrfmiddlewaretoken", CONFIRMED)
+              for value in values]
+    # ``obj`` as stored: the form validated against it has already set the unsaved values on it.
+    stored = type(obj).objects.get(pk=obj.pk)  # type: ignore[attr-defined]
+    context = {**model_admin.admin_site.each_context(request), "opts": model_admin.model._meta, "original": stored,
+               "title": "Before you save: the next round", "preview": preview, "what": what, "fields": fields,
+               "confirmed": CONFIRMED}
+    return TemplateResponse(request, "admin/scheduler/preview.html", context)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
 from telemetry.admin_actions import CapPowerPermission, cap_power
 
@@ -16,7 +20,9 @@ from ..models import (
     Node,
     Tenant,
 )
-from .common import HEALTH_COLOURS, badge
+from ..preview import preview_round
+from ..rounds import scheduler_settings
+from .common import CONFIRMED, HEALTH_COLOURS, badge, preview_page
 
 
 class GpuInline(admin.TabularInline):
@@ -113,3 +119,18 @@ class TenantAdmin(admin.ModelAdmin):
     @admin.display(description="pending", ordering="n_pending")
     def pending_jobs(self, tenant: Tenant) -> int:
         return tenant.n_pending  # type: ignore[attr-defined]
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> Any:
+        """A new quota is saved only after its preview: what the next round would do with it (the live policy)."""
+        if request.method == "POST" and CONFIRMED not in request.POST and object_id is not None:
+            obj = self.get_object(request, object_id)
+            if obj is None or not self.has_change_permission(request, obj):
+                raise PermissionDenied
+            before = obj.gpu_quota
+            form = self.get_form(request, obj, change=True)(request.POST, request.FILES, instance=obj)
+            if form.is_valid() and form.cleaned_data["gpu_quota"] != before:
+                quota = form.cleaned_data["gpu_quota"]
+                preview = preview_round(scheduler_settings().policy, timezone.now(), {obj.name: quota})
+                return preview_page(request, self, obj, preview, f"tenant {obj.name}'s quota {before} → {quota} GPUs")
+        return super().changeform_view(request, object_id, form_url, extra_context)

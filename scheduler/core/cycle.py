@@ -269,7 +269,7 @@ def _decide(job: JobInfo, gpus: tuple[str, ...], reason: str | None, batch_size:
     if not previous and not gpus:
         action, default = Action.WAIT, "waiting for GPUs"
     elif not previous:
-        action, default = Action.START, f"started on {len(gpus)} GPUs"
+        action, default = Action.START, f"started on {len(gpus)} GPU{'' if len(gpus) == 1 else 's'}"
     elif not gpus:
         action, default = Action.PREEMPT, "preempted to free GPUs for other jobs"
     elif set(previous) == set(gpus):

@@ -58,7 +58,7 @@ def count_reason(job: JobInfo, count: int, snap: ClusterSnapshot, gpu_type: str 
         factors.append(f"no {kind}GPU left free")
     if not factors:
         factors.append(rule or "the policy's trade-off between jobs")
-    return f"{count} GPUs: {'; '.join(factors)}"
+    return f"{count} GPU{'' if count == 1 else 's'}: {'; '.join(factors)}"
 
 
 def _next_gpu_gain(job: JobInfo, count: int, snap: ClusterSnapshot, gpu_type: str | None) -> float | None:

@@ -54,3 +54,21 @@ def test_admin_lists_fit_1366_pixels(staff_page, live_server, dashboard_data, st
     ARTIFACTS.mkdir(exist_ok=True)
     staff_page.goto(f"{live_server.url}/admin/scheduler/job/")
     staff_page.screenshot(path=str(ARTIFACTS / "admin-jobs-1366.png"))
+
+
+def test_changing_the_policy_previews_the_next_round_then_saves(staff_page, live_server, dashboard_data) -> None:  # type: ignore[no-untyped-def]
+    from scheduler.models import SchedulerSettings
+    from scheduler.rounds import scheduler_settings
+    before = scheduler_settings().policy
+    other = "tiresias" if before != "tiresias" else "pollux"
+    staff_page.goto(f"{live_server.url}/admin/scheduler/schedulersettings/")
+    staff_page.select_option("#id_policy", other)
+    staff_page.click("input[name=_save]")
+    staff_page.wait_for_selector("#preview-summary")
+    assert f"policy {before} → {other}" in staff_page.locator("#content-main").inner_text()
+    assert SchedulerSettings.objects.get().policy == before
+    ARTIFACTS.mkdir(exist_ok=True)
+    staff_page.screenshot(path=str(ARTIFACTS / "admin-policy-preview.png"), full_page=True)
+    staff_page.click("input[value='Save it']")
+    staff_page.wait_for_url("**/admin/scheduler/schedulersettings/**")
+    assert SchedulerSettings.objects.get().policy == other

@@ -27,6 +27,9 @@ def test_changing_policy_and_interval_in_admin_is_recorded_and_reaches_beat(oper
     url = reverse("admin:scheduler_schedulersettings_change", args=[scheduler_settings().pk])
     assert operator_client.get(url).status_code == 200
     response = operator_client.post(url, form(policy="pollux", round_seconds=20))
+    assert response.status_code == 200 and "Before you save" in response.content.decode()  # the preview first
+    assert SchedulerSettings.objects.get().policy == "tiresias"
+    response = operator_client.post(url, form(policy="pollux", round_seconds=20, _preview_confirmed=1))
     assert response.status_code == 302, response.content.decode()[:2000]
     row = SchedulerSettings.objects.get()
     assert (row.policy, row.round_seconds) == ("pollux", 20)
@@ -40,3 +43,56 @@ def test_an_unknown_policy_is_refused_on_the_form(operator_client: Client) -> No
     response = operator_client.post(url, form(policy="nonsense"))
     assert response.status_code == 200 and "Select a valid choice" in response.content.decode()
     assert not SettingsChange.objects.exists()
+
+
+# --- consequences before saving (issue 15, item 6) --------------------------------------------------
+
+
+def test_a_policy_change_shows_what_the_next_round_would_do_before_saving(operator_client: Client) -> None:
+    """Pollux → Tiresias: the elastic running jobs would shrink to their minimum and GPUs fall idle."""
+    from django.utils import timezone
+
+    from tests.dashboards.history import seed_history
+    history = seed_history(timezone.now())
+    row = scheduler_settings()
+    row.policy = "pollux"
+    row.save()
+    url = reverse("admin:scheduler_schedulersettings_change", args=[row.pk])
+    page = operator_client.post(url, form(policy="tiresias")).content.decode()
+    assert "Saving <strong>policy pollux → tiresias</strong>" in page
+    shrinking = [j for j in history.running if j.min_gpus < 6]
+    for job in shrinking:
+        assert f"{job.name} #{job.pk}</a>" in page
+    assert page.count("<td>shrink</td>") == len(shrinking) and "6 → 2" in page and "6 → 1" in page
+    assert "GPUs idle after it" in page and SchedulerSettings.objects.get().policy == "pollux"  # not saved
+    assert 'name="_preview_confirmed" value="1"' in page and 'name="policy" value="tiresias"' in page
+
+
+def test_settings_that_change_no_policy_save_at_once(operator_client: Client) -> None:
+    url = reverse("admin:scheduler_schedulersettings_change", args=[scheduler_settings().pk])
+    assert operator_client.post(url, form(round_seconds=30)).status_code == 302
+    assert SchedulerSettings.objects.get().round_seconds == 30
+
+
+def test_a_quota_change_shows_its_consequences_before_saving(operator_client: Client) -> None:
+    from django.utils import timezone
+
+    from scheduler.models import Tenant
+    from tests.dashboards.history import seed_history
+    history = seed_history(timezone.now())
+    url = reverse("admin:scheduler_tenant_change", args=[history.language.pk])
+    data = {"name": "language", "gpu_quota": 2, "fair_share_weight": 2.0}
+    page = operator_client.post(url, data).content.decode()
+    assert "tenant language&#x27;s quota 8 → 2 GPUs" in page and "Before you save" in page
+    assert Tenant.objects.get(name="language").gpu_quota == 8
+    response = operator_client.post(url, {**data, "_preview_confirmed": 1, "_save": "Save it"})
+    assert response.status_code == 302 and Tenant.objects.get(name="language").gpu_quota == 2
+
+
+def test_the_preview_needs_the_change_permission(client: Client, db: None) -> None:
+    from django.contrib.auth.models import User
+    viewer = User.objects.create_user("viewer", password="pw-viewer-123", is_staff=True)
+    client.force_login(viewer)
+    url = reverse("admin:scheduler_schedulersettings_change", args=[scheduler_settings().pk])
+    assert client.post(url, form(policy="pollux")).status_code == 403
+    assert SchedulerSettings.objects.get().policy == "tiresias"
