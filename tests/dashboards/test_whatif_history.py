@@ -147,3 +147,5 @@ def test_the_energy_page_starts_from_the_live_settings(history: History, staff: 
     assert policy == "pollux" and {"label": "pollux (live)", "value": "pollux"} in policies
     assert (days_max, days) == (1, 1) and said.startswith("history recorded: 20.") and said.endswith(" h")
     assert not disabled
+    assert f"Price ({settings.CURRENCY} per kWh)" in str(energy.app.layout)  # a price says its currency
+    assert energy.COST_LABEL == "energy cost"  # the trade-off row whose figures are shown in CURRENCY

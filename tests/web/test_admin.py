@@ -217,3 +217,13 @@ def test_rescale_event_list_shortens_long_reasons(operator_client: Client, job: 
     RescaleEvent.objects.create(job=job, at=now, kind="rescale", from_gpus=2, to_gpus=4, reason=long_reason)
     listing = operator_client.get(reverse("admin:scheduler_rescaleevent_changelist")).content.decode()
     assert "2 → 4" in listing and long_reason.strip() not in listing and "…" in listing
+
+
+def test_the_allocation_inline_has_no_caption_per_gpu(operator_client: Client, job: Job, node: Node, now) -> None:
+    for index in range(3):
+        Allocation.objects.create(job=job, gpu=node.gpus.get(index=index), started_at=now)
+    page = operator_client.get(reverse("admin:scheduler_job_change", args=[job.pk])).content.decode()
+    assert "cluster_ops/admin.css" in page  # it hides the per-row caption of read-only tabular inlines
+    from django.contrib.staticfiles import finders
+    css = open(finders.find("cluster_ops/admin.css")).read()  # noqa: SIM115
+    assert ".inline-group .tabular td.original p { display: none; }" in css
