@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
@@ -61,3 +64,28 @@ def preview_page(request: HttpRequest, model_admin: admin.ModelAdmin, obj: objec
                "title": "Before you save: the next round", "preview": preview, "what": what, "fields": fields,
                "confirmed": CONFIRMED}
     return TemplateResponse(request, "admin/scheduler/preview.html", context)
+
+
+class PreviewBeforeSaving:
+    """ModelAdmin mixin: a change to ``preview_field`` is saved only after a page has shown its consequences
+    (``preview_change``); that page's *Save it* posts the same data back, confirmed."""
+
+    preview_field: ClassVar[str]
+
+    def preview_change(self, obj: Any, before: Any, after: Any) -> tuple[Preview, str]:
+        """(the preview, what is being changed in words)."""
+        raise NotImplementedError
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> Any:
+        model_admin: Any = self
+        if request.method == "POST" and CONFIRMED not in request.POST and object_id is not None:
+            obj = model_admin.get_object(request, object_id)
+            if obj is None or not model_admin.has_change_permission(request, obj):
+                raise PermissionDenied
+            before = getattr(obj, self.preview_field)
+            form = model_admin.get_form(request, obj, change=True)(request.POST, request.FILES, instance=obj)
+            if form.is_valid() and form.cleaned_data[self.preview_field] != before:
+                preview, what = self.preview_change(obj, before, form.cleaned_data[self.preview_field])
+                return preview_page(request, model_admin, obj, preview, what)
+        return super().changeform_view(request, object_id, form_url, extra_context)  # type: ignore[misc]

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -20,9 +17,9 @@ from ..models import (
     Node,
     Tenant,
 )
-from ..preview import preview_round
+from ..preview import Preview, preview_round
 from ..rounds import scheduler_settings
-from .common import CONFIRMED, HEALTH_COLOURS, badge, preview_page
+from .common import HEALTH_COLOURS, PreviewBeforeSaving, badge
 
 
 class GpuInline(admin.TabularInline):
@@ -101,7 +98,8 @@ class GpuAdmin(CapPowerPermission, admin.ModelAdmin):
 
 
 @admin.register(Tenant)
-class TenantAdmin(admin.ModelAdmin):
+class TenantAdmin(PreviewBeforeSaving, admin.ModelAdmin):
+    preview_field = "gpu_quota"  # a new quota is previewed before it is saved
     list_display = ("name", "gpu_quota", "fair_share_weight", "active_jobs", "pending_jobs")
     search_fields = ("name",)
     filter_horizontal = ("members",)
@@ -120,17 +118,7 @@ class TenantAdmin(admin.ModelAdmin):
     def pending_jobs(self, tenant: Tenant) -> int:
         return tenant.n_pending  # type: ignore[attr-defined]
 
-    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
-                        extra_context: dict[str, Any] | None = None) -> Any:
-        """A new quota is saved only after its preview: what the next round would do with it (the live policy)."""
-        if request.method == "POST" and CONFIRMED not in request.POST and object_id is not None:
-            obj = self.get_object(request, object_id)
-            if obj is None or not self.has_change_permission(request, obj):
-                raise PermissionDenied
-            before = obj.gpu_quota
-            form = self.get_form(request, obj, change=True)(request.POST, request.FILES, instance=obj)
-            if form.is_valid() and form.cleaned_data["gpu_quota"] != before:
-                quota = form.cleaned_data["gpu_quota"]
-                preview = preview_round(scheduler_settings().policy, timezone.now(), {obj.name: quota})
-                return preview_page(request, self, obj, preview, f"tenant {obj.name}'s quota {before} → {quota} GPUs")
-        return super().changeform_view(request, object_id, form_url, extra_context)
+    def preview_change(self, obj: Tenant, before: int, after: int) -> tuple[Preview, str]:
+        """A new quota: what the next round would do with it, under the live policy."""
+        preview = preview_round(scheduler_settings().policy, timezone.now(), {obj.name: after})
+        return preview, f"tenant {obj.name}'s quota {before} → {after} GPUs"

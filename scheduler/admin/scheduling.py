@@ -6,7 +6,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
@@ -14,11 +13,11 @@ from django.utils import timezone
 
 from ..core.policy import policy_names
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
-from ..preview import preview_round
+from ..preview import Preview, preview_round
 from ..rounds import scheduler_settings
 from ..schedule import EDITABLE, record_changes
 from .audit import AuditAdmin
-from .common import CONFIRMED, preview_page
+from .common import PreviewBeforeSaving
 
 
 def policy_choices() -> list[tuple[str, str]]:
@@ -34,8 +33,11 @@ class SchedulerSettingsForm(forms.ModelForm):
 
 
 @admin.register(SchedulerSettings)
-class SchedulerSettingsAdmin(admin.ModelAdmin):
-    """One row: the changelist goes straight to it; saving records each change and resyncs beat."""
+class SchedulerSettingsAdmin(PreviewBeforeSaving, admin.ModelAdmin):
+    """One row: the changelist goes straight to it; a new policy is previewed before it is saved; saving records
+    each change and resyncs beat."""
+
+    preview_field = "policy"
 
     form = SchedulerSettingsForm
     list_display = ("policy", "round_seconds", "executor", "simulated_speedup", "paused", "updated_at")
@@ -50,19 +52,9 @@ class SchedulerSettingsAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
-    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
-                        extra_context: dict[str, Any] | None = None) -> Any:
-        """A new policy is saved only after its preview: what the next round would do with it, on the cluster now."""
-        if request.method == "POST" and CONFIRMED not in request.POST and object_id is not None:
-            obj = self.get_object(request, object_id)
-            if obj is None or not self.has_change_permission(request, obj):
-                raise PermissionDenied
-            before = obj.policy
-            form = self.get_form(request, obj, change=True)(request.POST, request.FILES, instance=obj)
-            if form.is_valid() and form.cleaned_data["policy"] != before:
-                preview = preview_round(form.cleaned_data["policy"], timezone.now())
-                return preview_page(request, self, obj, preview, f"policy {before} → {preview.policy}")
-        return super().changeform_view(request, object_id, form_url, extra_context)
+    def preview_change(self, obj: SchedulerSettings, before: str, after: str) -> tuple[Preview, str]:
+        """A new policy: what the next round would do with it, on the cluster now."""
+        return preview_round(after, timezone.now()), f"policy {before} → {after}"
 
     def save_model(self, request: HttpRequest, obj: SchedulerSettings, form: forms.ModelForm, change: bool) -> None:
         with transaction.atomic():
