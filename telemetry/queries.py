@@ -88,9 +88,9 @@ def series(start: datetime, end: datetime, *, node: Node | None = None, tenant: 
         return _scope_minutes(floor(start, MINUTES.width), end, key, zero_fill=tenant is not None)
     hours = utilisation(start, end, node=node, tenant=tenant) if end - start > MINUTE_RANGE_LIMIT or tenant else \
         _hours_from_minutes(start, end, key)
+    # After the last hour rolled up: the hour running now (and any whose rollup is late), from their minutes.
     since = max(hours[-1].start + HOURS.width if hours else floor(start, HOURS.width), floor(start, HOURS.width))
-    running = _scope_minutes(since, end, key, zero_fill=False)
-    return hours + ([_one_point(since, running)] if running else [])
+    return hours + _by_hour(_scope_minutes(since, end, key, zero_fill=False))
 
 
 def _scope_minutes(first: datetime, end: datetime, key: str, *, zero_fill: bool) -> list[UtilisationPoint]:
@@ -115,7 +115,11 @@ def _one_point(start: datetime, minutes: list[UtilisationPoint]) -> UtilisationP
 
 def _hours_from_minutes(start: datetime, end: datetime, key: str) -> list[UtilisationPoint]:
     """Complete hours of a scope summed from its minutes (for hour steps over short ranges)."""
-    minutes = _scope_minutes(floor(start, HOURS.width), floor(end, HOURS.width), key, zero_fill=False)
+    return _by_hour(_scope_minutes(floor(start, HOURS.width), floor(end, HOURS.width), key, zero_fill=False))
+
+
+def _by_hour(minutes: list[UtilisationPoint]) -> list[UtilisationPoint]:
+    """Minute points as one point per hour (``_one_point``), in time order."""
     by_hour: dict[datetime, list[UtilisationPoint]] = {}
     for point in minutes:
         by_hour.setdefault(floor(point.start, HOURS.width), []).append(point)

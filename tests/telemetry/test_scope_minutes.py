@@ -102,3 +102,14 @@ def test_the_heatmap_fills_the_running_hour_from_its_minutes(two_tenants_busy: J
     data = queries.gpu_heatmap_binned(at(-24 * 3600), at(180))  # hour columns: none rolled up yet
     running = data.starts.index(T0)
     assert [row[running] for row in data.util] == [pytest.approx(2), pytest.approx(80), 0, None]
+
+
+def test_hours_not_rolled_up_yet_are_each_their_own_point(node: Node, job: Job) -> None:
+    """No hour rollup at all (the hour level lags): two hours of minutes are two points, not one."""
+    allocate(job, "GPU-node1-0", -7200)
+    for t in range(-3600, 1800, 30):
+        ingest(reading(t, gpu_util=90, power_w=300))
+    roll_up_minutes(at(1800))  # minutes only
+    points = queries.series(at(-3 * 24 * 3600), at(1800), step=HOURS)
+    assert [p.start for p in points] == [at(-3600), T0]
+    assert points[1].covered_seconds == 30 * 60
