@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 from . import common
 from .common import COLOURS, SEQUENCE
 from .fairness_data import (
+    HOUR,
     FinishTimeFairness,
     PendingExplanation,
     Shares,
@@ -35,8 +36,9 @@ app.layout = common.page_layout(
     dcc.Store(id="fair-init", data=0),
     common.controls(("Time range", common.time_range_dropdown("fair-range"))),
     common.section("GPUs held vs quota and fair share", common.graph("fair-shares", 360),
-                   subtitle="held: hourly average from job usage; quota: guaranteed GPUs; fair share: the cluster "
-                            "split by fair-share weight among tenants with jobs waiting or running"),
+                   subtitle="held: hourly average from job usage, the hour running: held now; quota: guaranteed GPUs; "
+                            "fair share: the cluster split by fair-share weight among tenants with jobs waiting or "
+                            "running"),
     dbc.Row([
         dbc.Col(common.section("Borrowed GPUs (held above quota)", common.graph("fair-borrowed", 280)), lg=6),
         dbc.Col(common.section("Jain's fairness index over tenants", common.graph("fair-jain", 280),
@@ -84,12 +86,16 @@ def shares_figure(data: Shares) -> go.Figure:
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=min(0.12, 0.3 / rows),
                         subplot_titles=[f"{t.tenant} (quota {t.quota} GPUs)" for t in data.tenants])
     fig.update_annotations(font={"size": 12}, x=0, xanchor="left")  # subplot titles, above each tenant's plot
-    times = [timezone.localtime(s) for s in data.starts]
+    # Each step holds its hour: the last one is drawn to the end of its hour (or now), not as a bare edge.
+    last = min(data.starts[-1] + HOUR, timezone.now())
+    times = [timezone.localtime(s) for s in [*data.starts, last]]
     for row, tenant in enumerate(data.tenants, start=1):
         colour, first = SEQUENCE[(row - 1) % len(SEQUENCE)], row == 1
-        fig.add_trace(go.Scatter(name="held", x=times, y=tenant.held, line={"color": colour, "shape": "hv"},
-                                 fill="tozeroy", legendgroup="held", showlegend=first), row=row, col=1)
-        fig.add_trace(go.Scatter(name="fair share", x=times, y=tenant.fair_share, legendgroup="fair",
+        fig.add_trace(go.Scatter(name="held", x=times, y=[*tenant.held, tenant.held[-1]],
+                                 line={"color": colour, "shape": "hv"}, fill="tozeroy", legendgroup="held",
+                                 showlegend=first), row=row, col=1)
+        fig.add_trace(go.Scatter(name="fair share", x=times, y=[*tenant.fair_share, tenant.fair_share[-1]],
+                                 legendgroup="fair",
                                  line={"color": "#52606d", "dash": "dash", "shape": "hv"}, showlegend=first),
                       row=row, col=1)
         fig.add_trace(go.Scatter(name="quota", x=times, y=[tenant.quota] * len(times), legendgroup="quota",
