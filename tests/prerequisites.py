@@ -33,10 +33,12 @@ class Prerequisite:
     present: Callable[[], bool]
     debian_packages: tuple[str, ...] = ()
     pip_requirements: str = ""  # a requirements file, relative to the repository
+    recommends: bool = False  # install Debian's recommended packages too (Chromium's fonts and sandbox)
 
     def install_hint(self) -> str:
         if self.debian_packages:
-            return "apt-get install -y --no-install-recommends " + " ".join(self.debian_packages)
+            lean = "" if self.recommends else "--no-install-recommends "
+            return f"apt-get install -y {lean}" + " ".join(self.debian_packages)
         return f".venv/bin/pip install -r {self.pip_requirements}"
 
 
@@ -50,7 +52,7 @@ def _libraries(*names: str) -> Callable[[], bool]:
 
 PREREQUISITES = {p.group: p for p in (
     # Debian's Chromium, driven by Playwright (never `playwright install`, which downloads a browser).
-    Prerequisite("browser", "the browser tests (tests/browser/)", CHROMIUM.exists, ("chromium",)),
+    Prerequisite("browser", "the browser tests (tests/browser/)", CHROMIUM.exists, ("chromium",), recommends=True),
     Prerequisite("pdf", "report PDFs: WeasyPrint's pango/harfbuzz and a font; pdftotext reads them back",
                  lambda: _commands("pdftotext")() and _libraries("pango-1.0", "pangoft2-1.0", "harfbuzz-subset")(),
                  ("poppler-utils", "libpango-1.0-0", "libpangoft2-1.0-0", "libharfbuzz-subset0", "fonts-dejavu-core")),
@@ -85,12 +87,16 @@ def require(group: str) -> None:
 
 
 def install(prerequisites: list[Prerequisite]) -> None:
-    packages = sorted({package for p in prerequisites for package in p.debian_packages})
-    if packages:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if any(p.debian_packages for p in prerequisites):
         subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], check=True, env=env,
-                       stdout=subprocess.DEVNULL)
+    for recommends in (False, True):
+        packages = sorted({package for p in prerequisites if p.recommends is recommends
+                           for package in p.debian_packages})
+        if packages:
+            lean = [] if recommends else ["--no-install-recommends"]
+            subprocess.run(["apt-get", "install", "-y", "-qq", *lean, *packages], check=True, env=env,
+                           stdout=subprocess.DEVNULL)
     for requirements in sorted({p.pip_requirements for p in prerequisites if p.pip_requirements}):
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "-r", str(REPO / requirements)], check=True)
 

@@ -41,3 +41,13 @@ def test_the_runner_names_what_is_missing_and_fails(absent: Prerequisite, monkey
 def test_every_prerequisite_is_present_here(group: str) -> None:
     """`make test` installed them (tests/prerequisites.py); a machine without one fails here, not by skipping."""
     prerequisites.require(group)
+
+
+def test_root_installs_debian_packages_with_chromiums_recommends_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    ran: list[list[str]] = []
+    monkeypatch.setattr(prerequisites.subprocess, "run", lambda command, **_: ran.append(command))
+    prerequisites.install([PREREQUISITES["browser"], PREREQUISITES["alerting"], PREREQUISITES["torch"]])
+    assert ran[0][:2] == ["apt-get", "update"]
+    assert ran[1][-2:] == ["--no-install-recommends", "prometheus"]
+    assert ran[2][-1] == "chromium" and "--no-install-recommends" not in ran[2]
+    assert ran[3][-2:] == ["-r", str(prerequisites.REPO / "requirements-node.txt")]
