@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Avg, Count, ExpressionWrapper, Func, IntegerField, Sum
 
 from scheduler.models import Gpu, GpuHealth, Node, Tenant
@@ -258,6 +259,25 @@ def latest_utilisation(now: datetime, max_age: timedelta = MAX_GAP) -> dict[int,
     """GPU id → utilisation (%) of its latest raw sample in (now − max_age, now]; GPUs without one are absent."""
     window = latest_per_gpu(now - max_age, now + timedelta(microseconds=1))
     return dict(window.values_list("gpu_id", "gpu_util"))
+
+
+def now_point(now: datetime, *, node: Node | None = None, tenant: Tenant | None = None,
+              max_age: timedelta = MAX_GAP) -> UtilisationPoint | None:
+    """The scope at ``now`` from each GPU's latest raw sample (what the minutes not rolled up yet would say): GPUs
+    held by a job (a tenant's: by its jobs), of those held below ``TELEMETRY_IDLE_UTIL``, and their mean
+    utilisation; None without a sample in the last ``max_age``."""
+    idle_below = float(settings.TELEMETRY_IDLE_UTIL)
+    latest = latest_per_gpu(now - max_age, now + timedelta(microseconds=1))
+    rows = [(node_id, tenant_id, job_id, util) for node_id, tenant_id, job_id, util in
+            latest.values_list("gpu__node_id", "job__tenant_id", "job_id", "gpu_util")
+            if (node is None or node_id == node.pk) and (tenant is None or tenant_id == tenant.pk)]
+    if not rows:
+        return None
+    held = [util for _, _, job_id, util in rows if job_id is not None]
+    utils = [util for *_, util in rows if util is not None]
+    idle = sum(1 for util in held if util is not None and util < idle_below)
+    return UtilisationPoint(now, sum(utils) / len(utils) if utils else None, float(len(held)), float(idle), 0.0,
+                            covered_seconds=0.0)
 
 
 def gpu_heatmap_binned(start: datetime, end: datetime, *, max_columns: int = 180,

@@ -1,8 +1,8 @@
 """The Utilisation page: allocated vs busy GPUs over time, the per-GPU heatmap, GPU-hours held while idle.
 
-Everything comes from the rollups through ``telemetry.queries``: the line minute by minute for ranges up to
-48 hours (``ScopeMinute``: the cluster, a node or a tenant), hour by hour beyond with the running hour from its
-minutes; the heatmap per GPU; per job from ``JobUsageHour``. The line and the heatmap share the range's time axis.
+Everything comes from ``telemetry.queries``: the line minute by minute for ranges up to 48 hours (``ScopeMinute``:
+the cluster, a node or a tenant) and, for the minute or two not rolled up yet, each GPU's latest sample
+(``now_point``); hour by hour beyond, with the running hour from its minutes; the heatmap per GPU; per job from ``JobUsageHour``. The line and the heatmap share the range's time axis.
 Scopes: staff choose the whole cluster, a node or a tenant; others only their tenants, and see the heatmap rows
 of the GPUs their jobs held.
 """
@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from scheduler.models import Allocation, Gpu, GpuHealth, Node, Tenant
 from telemetry import queries
-from telemetry.rollups import HOURS, Level, floor
+from telemetry.rollups import HOURS, MINUTES, Level, floor
 
 from . import common
 from .common import COLOURS
@@ -88,6 +88,9 @@ def over_time(range_value: str, scope_value: str | None, *, user: User | Anonymo
     start, end = _window(range_value)
     step = queries.series_step(start, end)
     points = queries.series(start, end, node=scope.node, tenant=scope.tenant, step=step)
+    latest = queries.now_point(end, node=scope.node, tenant=scope.tenant) if step is MINUTES else None
+    if latest is not None and (not points or latest.start > points[-1].start + MINUTES.width):
+        points.append(latest)  # the minute or two not rolled up yet, from the latest samples: the line reaches now
     if not points:
         return common.empty_figure(common.NO_TELEMETRY if scope.tenant is None
                                    else f"No GPU time recorded for {scope.label} in this range yet.")

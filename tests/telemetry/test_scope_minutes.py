@@ -113,3 +113,14 @@ def test_hours_not_rolled_up_yet_are_each_their_own_point(node: Node, job: Job) 
     points = queries.series(at(-3 * 24 * 3600), at(1800), step=HOURS)
     assert [p.start for p in points] == [at(-3600), T0]
     assert points[1].covered_seconds == 30 * 60
+
+
+def test_the_line_reaches_now_from_the_latest_samples(two_tenants_busy: Job, tenant: Tenant, node: Node) -> None:
+    """The minutes not rolled up yet: GPUs held and idle per each GPU's latest sample."""
+    point = queries.now_point(at(175))
+    assert point is not None and (point.start, point.allocated_gpus, point.idle_allocated_gpus) == (at(175), 2, 1)
+    assert point.gpu_util == pytest.approx((2 + 80 + 0) / 3)
+    mine = queries.now_point(at(175), tenant=tenant)
+    assert mine is not None and (mine.allocated_gpus, mine.idle_allocated_gpus, mine.gpu_util) == (1, 1, 2)
+    assert queries.now_point(at(175), node=node) == point
+    assert queries.now_point(at(175 + 600)) is None  # no sample in the last 5 minutes
