@@ -2,7 +2,8 @@
 
 Everything comes from ``telemetry.queries``: the line minute by minute for ranges up to 48 hours (``ScopeMinute``:
 the cluster, a node or a tenant) and, for the minute or two not rolled up yet, each GPU's latest sample
-(``now_point``); hour by hour beyond, with the running hour from its minutes; the heatmap per GPU; per job from ``JobUsageHour``. The line and the heatmap share the range's time axis.
+(``now_point``); hour by hour beyond, with the running hour from its minutes; the heatmap per GPU; per job from
+``JobUsageHour``. The line and the heatmap share the range's time axis.
 Scopes: staff choose the whole cluster, a node or a tenant; others only their tenants, and see the heatmap rows
 of the GPUs their jobs held.
 """
