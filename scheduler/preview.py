@@ -48,8 +48,8 @@ class Preview:
 
     @property
     def summary(self) -> str:
-        """"3 jobs would shrink, 1 stop, 2 start; 36 of 128 GPUs idle (now 4)"."""
-        said = [f"{self.count(kind)} {'grow' if kind == 'grow' else kind}" for kind in KINDS if self.count(kind)]
+        """"2 start, 3 shrink, 1 stop; 36 of 128 GPUs idle after it (now 4)"."""
+        said = [f"{self.count(kind)} {kind}" for kind in KINDS if self.count(kind)]
         moves = ", ".join(said) if said else "no job would change"
         return f"{moves}; {self.idle_after} of {self.usable_gpus} GPUs idle after it (now {self.idle_before})"
 
