@@ -32,7 +32,6 @@ from cluster_ops.models import Heartbeat
 from scheduler.models import (
     QUEUED_STATES,
     SCHEDULABLE_STATES,
-    Allocation,
     Gpu,
     GpuHealth,
     Job,
@@ -44,6 +43,7 @@ from scheduler.models import (
 from scheduler.sim.metrics import entitlements, jain_index, percentile
 
 from .models import GpuSample
+from .queries import gpus_held_by_tenant
 from .storage import latest_per_gpu
 
 STALE_AFTER = timedelta(minutes=5)
@@ -155,8 +155,7 @@ class Shares:
 
 
 def tenant_shares() -> Shares:
-    held = dict(Allocation.objects.filter(ended_at__isnull=True).values_list("job__tenant__name")
-                .annotate(n=Count("id")))
+    held = gpus_held_by_tenant()
     quotas = dict(Tenant.objects.values_list("name", "gpu_quota"))
     wanting = set(Job.objects.filter(state__in=SCHEDULABLE_STATES).values_list("tenant__name", flat=True))
     entitled = entitlements(wanting, quotas) if wanting else {}

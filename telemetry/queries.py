@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Avg, Count, ExpressionWrapper, Func, IntegerField, Sum
 
-from scheduler.models import Gpu, GpuHealth, Node, Tenant
+from scheduler.models import Allocation, Gpu, GpuHealth, Node, Tenant
 
 from .models import GpuEvent, GpuMinute, JobUsageHour, ScopeMinute
 from .readings import EventKind
@@ -259,6 +259,12 @@ def latest_utilisation(now: datetime, max_age: timedelta = MAX_GAP) -> dict[int,
     """GPU id → utilisation (%) of its latest raw sample in (now − max_age, now]; GPUs without one are absent."""
     window = latest_per_gpu(now - max_age, now + timedelta(microseconds=1))
     return dict(window.values_list("gpu_id", "gpu_util"))
+
+
+def gpus_held_by_tenant() -> dict[str, int]:
+    """GPUs each tenant's jobs hold now (open allocations); tenants holding none are absent."""
+    rows = Allocation.objects.filter(ended_at__isnull=True).values_list("job__tenant__name")
+    return dict(rows.annotate(n=Count("id")).order_by())
 
 
 def now_point(now: datetime, *, node: Node | None = None, tenant: Tenant | None = None,

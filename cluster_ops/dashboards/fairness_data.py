@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Count, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from scheduler.core.gpu_types import gpu_type_key
@@ -36,7 +36,7 @@ from scheduler.core.types import JobInfo
 from scheduler.models import ACTIVE_STATES, QUEUED_STATES, Allocation, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, fair_share_seconds, ftf_values, jain_index, percentile
 from scheduler.sim.records import JobOutcome
-from telemetry.queries import utilisation
+from telemetry.queries import gpus_held_by_tenant, utilisation
 from telemetry.rollups import HOURS, floor
 
 from .jobs_data import INFO_FIELDS, job_info, speed_memo, speed_snapshot, visible_jobs
@@ -74,7 +74,7 @@ def shares_over_time(user: Viewer, start: datetime, end: datetime, now: datetime
     held = {t.name: _held_by_hour(t, start, end, starts) for t in tenants}
     now = now or timezone.now()
     if starts[-1] <= now < starts[-1] + HOUR and end >= now - timedelta(minutes=1):
-        holding = held_now()
+        holding = gpus_held_by_tenant()
         for name, hourly in held.items():
             hourly[-1] = float(holding.get(name, 0))
     demand = _demand_by_hour(starts, held)
@@ -92,12 +92,6 @@ def shares_over_time(user: Viewer, start: datetime, end: datetime, now: datetime
         for t in tenants if t.name in visible
     ]
     return Shares(starts, total, series, jain)
-
-
-def held_now() -> dict[str, int]:
-    """GPUs each tenant's jobs hold now (open allocations)."""
-    rows = Allocation.objects.filter(ended_at__isnull=True).values_list("job__tenant__name")
-    return dict(rows.annotate(n=Count("id")).order_by())
 
 
 def hour_starts(start: datetime, end: datetime) -> list[datetime]:

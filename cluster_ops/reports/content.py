@@ -97,12 +97,18 @@ def _local(at: datetime) -> str:
     return f"{timezone.localtime(at):%Y-%m-%d %H:%M}"
 
 
-def coverage_of(period: Period, now: datetime) -> Coverage:
-    """From the first data in the period (or its start) to its end or ``now``, whichever is first."""
+def first_data_at() -> datetime | None:
+    """When the cluster first had anything to report: a job submitted, a minute or an hour of telemetry."""
     firsts = [Job.objects.aggregate(at=Min("submitted_at"))["at"], GpuHour.objects.aggregate(at=Min("start"))["at"],
               ScopeMinute.objects.filter(scope=CLUSTER_SCOPE).aggregate(at=Min("start"))["at"]]
     known = [at for at in firsts if at is not None]
-    start = max(period.start, min(known)) if known else period.end
+    return min(known) if known else None
+
+
+def coverage_of(period: Period, now: datetime) -> Coverage:
+    """From the first data in the period (or its start) to its end or ``now``, whichever is first."""
+    first = first_data_at()
+    start = max(period.start, first) if first is not None else period.end
     end = min(period.end, max(now, period.start))
     hours = GpuHour.objects.filter(start__gte=period.start, start__lt=end).values("start").distinct().count()
     running = ScopeMinute.objects.filter(scope=CLUSTER_SCOPE, start__gte=max(period.start, end - HOURS.width),

@@ -15,16 +15,14 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.files.base import ContentFile
 from django.db import transaction
-from django.db.models import Min
 from django.utils import timezone
 
 from cluster_ops.models import Report, ReportStatus
-from scheduler.models import Job, Tenant
-from telemetry.models import GpuHour
+from scheduler.models import Tenant
 
 from . import deliver, render
 from .charts import draw_charts
-from .content import EMPTY_NOTE, build_content
+from .content import EMPTY_NOTE, build_content, first_data_at
 from .periods import Period, last_complete
 
 logger = logging.getLogger(__name__)
@@ -112,11 +110,9 @@ def _replace_files(report: Report, files: dict[str, bytes]) -> None:
 
 
 def first_data_day() -> date | None:
-    """The first day the cluster has anything to report (a job submitted, an hour of telemetry); None if none yet."""
-    starts = [Job.objects.aggregate(first=Min("submitted_at"))["first"],
-              GpuHour.objects.aggregate(first=Min("start"))["first"]]
-    known = [start for start in starts if start is not None]
-    return timezone.localtime(min(known)).date() if known else None
+    """The first day the cluster has anything to report (``content.first_data_at``); None if none yet."""
+    first = first_data_at()
+    return timezone.localtime(first).date() if first is not None else None
 
 
 def recover_reports(now: datetime) -> dict[str, int]:

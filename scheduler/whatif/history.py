@@ -210,8 +210,8 @@ def history_label(days: int, span: timedelta | None) -> str:
 
 
 def sweep_name(choices: Choices, baseline: Scenario, what_if: Scenario, now: datetime | None = None) -> str:
-    source = (history_label(choices.days, history_span(now)) if choices.source == HISTORY and now is not None
-              else f"last {choices.days} d" if choices.source == HISTORY else display_name(choices.source))
+    span = history_span(now) if now is not None else None
+    source = history_label(choices.days, span) if choices.source == HISTORY else display_name(choices.source)
     parts = [choices.policy, runs.caps_label(what_if.as_dict())]
     if choices.power_down_spares is not None:
         parts.append(f"power-down ({choices.power_down_spares} spare)")
