@@ -295,7 +295,8 @@ CELERY_TASK_ROUTES = {
     **{name: {"queue": ROUND_QUEUE} for name in (
         "scheduler.run_round", "scheduler.feed_demo", "cluster_ops.heartbeat")},
     **{name: {"queue": BACKGROUND_QUEUE} for name in (
-        "scheduler.run_whatif", "scheduler.finish_sweep", "reports.make", "reports.make_scheduled", "reports.deliver")},
+        "scheduler.run_whatif", "scheduler.finish_sweep", "reports.make", "reports.make_scheduled", "reports.deliver",
+        "scheduler.forecast", "scheduler.train_runtimes")},
 }
 # Soft limit: the task is told (SoftTimeLimitExceeded) and records why it stopped; hard limit: the process is killed
 # and ``recover_*`` marks the row failed. A worker started with WORKER_MEMORY_LIMIT_MIB (the Procfile's background
@@ -303,6 +304,9 @@ CELERY_TASK_ROUTES = {
 WHATIF_TIME_LIMIT_SECONDS = envint("WHATIF_TIME_LIMIT_SECONDS", 1800, minimum=10)
 REPORT_TIME_LIMIT_SECONDS = envint("REPORT_TIME_LIMIT_SECONDS", 600, minimum=10)
 HARD_LIMIT_GRACE_SECONDS = 30
+# Forecasts (scheduler/forecasts.py): each under this limit; with N arrival samples a range instead of a point.
+FORECAST_TIME_LIMIT_SECONDS = envint("FORECAST_TIME_LIMIT_SECONDS", 120, minimum=10)
+FORECAST_ARRIVAL_SAMPLES = min(envint("FORECAST_ARRIVAL_SAMPLES", 0), 20)  # at most 20 samples
 WORKER_MEMORY_LIMIT_MIB = envint("WORKER_MEMORY_LIMIT_MIB", 0)  # 0: no limit
 # Queued work lives in the database: what is still queued this long after it was sent is sent again (a broker that
 # lost its messages), and beat checks for it this often. A run that lost its worker this often is failed, not retried.

@@ -23,3 +23,4 @@ MAX_STEP_SECONDS = 7 * 86_400.0  # ... and at most a week
 MAX_GRAD_NOISE_SCALE = 1e12
 MAX_NAME_LENGTH = 200
 MAX_COMMAND_LENGTH = 10_000
+MAX_EXPECTED_SECONDS = 365 * 86_400.0  # a user's estimate of a job's run: at most a year

@@ -80,7 +80,8 @@ def submit_job_once(*, tenant: Tenant | str, workload_profile: str, client_key: 
     return job, True
 
 
-SUBMITTED_FIELDS = ("name", "total_work", "min_gpus", "max_gpus", "priority", "gpu_type", "batch_size", "command")
+SUBMITTED_FIELDS = ("name", "total_work", "min_gpus", "max_gpus", "priority", "gpu_type", "batch_size", "command",
+                    "expected_seconds")
 
 
 def submission_digest(tenant: Tenant, workload_profile: str, fields: dict[str, Any]) -> str:

@@ -109,7 +109,7 @@ def build_snapshot(now: datetime) -> LiveSnapshot:
         Job.objects.filter(state__in=SCHEDULABLE_STATES).values(
             "pk", "tenant__name", "submitted_at", "min_gpus", "max_gpus", "total_work", "progress", "priority",
             "workload_profile", "gpu_type", "attained_gpu_seconds", "restarts", "batch_size", "last_throughput",
-            "last_grad_noise_scale", "pending_reason", "fitted_model",
+            "last_grad_noise_scale", "pending_reason", "fitted_model", "expected_seconds", "predicted_seconds",
         )
     )
     placements = _open_placements()
@@ -124,6 +124,8 @@ def build_snapshot(now: datetime) -> LiveSnapshot:
             placement=placements.get(row["pk"], ()), attained_gpu_seconds=row["attained_gpu_seconds"],
             restarts=row["restarts"], batch_size=row["batch_size"], throughput=row["last_throughput"],
             grad_noise_scale=row["last_grad_noise_scale"],
+            # A length for policies without an oracle (qssf): the owner's estimate, else the forecast's prediction.
+            expected_seconds=row["expected_seconds"] or row["predicted_seconds"] if profile is None else None,
         ))
     snap = ClusterSnapshot(now.timestamp(), nodes, tuple(jobs), tenants, profiles)
     reasons = {str(row["pk"]): row["pending_reason"] for row in rows}

@@ -17,10 +17,13 @@ from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from .core.policy import policy_names
+from .forecasts import FORECAST_TASK, TRAIN_TASK
 from .models import SchedulerSettings, SettingsChange
 from .rounds import ROUND_TASK, scheduler_settings
 
 ROUND_SCHEDULE_NAME = "scheduling-round"
+FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME = "forecast", "train-runtime-model"
+TRAIN_EVERY_SECONDS = 3600
 EDITABLE = ("policy", "round_seconds", "executor", "simulated_speedup", "restart_seconds", "paused")
 
 
@@ -76,4 +79,15 @@ def sync_round_schedule(row: SchedulerSettings | None = None) -> PeriodicTask:
         defaults={"task": ROUND_TASK, "interval": every, "args": json.dumps([]), "enabled": not row.paused,
                   "expire_seconds": row.round_seconds},
     )
+    sync_forecast_schedule(every)
     return task
+
+
+def sync_forecast_schedule(every: IntervalSchedule) -> None:
+    """Beat checks every round interval whether the forecast is stale (``forecasts.refresh``) and trains the
+    runtime model hourly; both on the background queue, neither piling up when no worker takes them."""
+    hourly, _ = IntervalSchedule.objects.get_or_create(every=TRAIN_EVERY_SECONDS, period=IntervalSchedule.SECONDS)
+    for name, task, interval in ((FORECAST_SCHEDULE_NAME, FORECAST_TASK, every),
+                                 (TRAIN_SCHEDULE_NAME, TRAIN_TASK, hourly)):
+        PeriodicTask.objects.update_or_create(name=name, defaults={
+            "task": task, "interval": interval, "args": json.dumps([]), "expire_seconds": interval.every})

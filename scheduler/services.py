@@ -77,6 +77,7 @@ def new_job(
     client_key: str = "",
     owner: Actor = None,
     submitted_at: datetime | None = None,
+    expected_seconds: float | None = None,
 ) -> Job:
     """A validated, unsaved job: ``submit_job`` saves it, ``intake.submit_job_once`` saves it under its key.
 
@@ -89,6 +90,7 @@ def new_job(
         total_work=total_work, min_gpus=min_gpus, max_gpus=min_gpus if max_gpus is None else max_gpus,
         priority=priority, gpu_type=gpu_type_key(gpu_type) if gpu_type else "", batch_size=batch_size,
         command=command, client_key=client_key, submitted_at=submitted_at or timezone.now(),
+        expected_seconds=expected_seconds,
     )
     _validate_new_job(job)
     return job

@@ -4,7 +4,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from . import agent, demo, rounds, whatif
+from . import agent, demo, forecasts, rounds, whatif
 from .executors.local import APPLY_TASK, POLL_TASK
 
 RECOVER_TASK = "scheduler.recover_whatifs"
@@ -56,3 +56,24 @@ def node_apply(message: dict) -> str:
 def node_poll() -> dict[int, str]:
     """Record in the database the jobs whose ranks on this node have finished or failed."""
     return agent.poll()
+
+
+# --- forecasts (scheduler/forecasts.py), on the background queue --------------------------
+
+
+@shared_task(name=forecasts.FORECAST_TASK, ignore_result=True, expires=settings.FORECAST_TIME_LIMIT_SECONDS,
+             soft_time_limit=settings.FORECAST_TIME_LIMIT_SECONDS,
+             time_limit=settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
+def forecast() -> int | None:
+    """Forecast the queue when it, the inventory or the settings changed, or the last forecast is stale (beat,
+    every round interval); a lost or killed one is simply made at the next beat. Returns the forecast's id."""
+    row = forecasts.refresh(samples=settings.FORECAST_ARRIVAL_SAMPLES)
+    return row.pk if row else None
+
+
+@shared_task(name=forecasts.TRAIN_TASK, ignore_result=True, soft_time_limit=settings.FORECAST_TIME_LIMIT_SECONDS,
+             time_limit=settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
+def train_runtimes() -> int | None:
+    """Train the next runtime model on the finished jobs (beat, hourly); its version, or None (too few jobs)."""
+    model = forecasts.train_runtime_model()
+    return model.pk if model else None

@@ -8,17 +8,21 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils import timezone
 from django.utils.html import format_html_join
 
 from .. import services
 from ..core.fitted_profiles import FITTED_PROFILES
 from ..executors import files
+from ..forecasts import describe, latest_for, starts_in
 from ..models import (
     Allocation,
+    Forecast,
     Job,
+    JobForecast,
     JobState,
     Node,
     RescaleEvent,
@@ -72,7 +76,8 @@ class GpuBoundsForm(forms.Form):
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     # What fits 1366 px; bounds, priority and the rest are on the change page.
-    list_display = ("id", "name", "tenant", "state_badge", "gpus_held", "progress_pct", "why_pending", "submitted_at")
+    list_display = ("id", "name", "tenant", "state_badge", "gpus_held", "progress_pct", "why_pending", "estimate",
+                    "submitted_at")
     list_display_links = ("id", "name")
     ordering = ("-submitted_at", "-id")  # newest first
     list_filter = ("state", "tenant", RunningOnNodeFilter)
@@ -83,10 +88,10 @@ class JobAdmin(admin.ModelAdmin):
     actions = ("cancel_jobs", "requeue_jobs", "change_priority", "change_gpu_bounds")
     readonly_fields = (
         "state", "pending_reason", "submitted_at", "started_at", "finished_at", "progress", "attained_gpu_seconds",
-        "restarts", "last_throughput", "last_grad_noise_scale",
+        "restarts", "last_throughput", "last_grad_noise_scale", "forecast", "predicted_seconds",
     )
     fieldsets = (
-        (None, {"fields": ("name", "tenant", "owner", "workload_profile", "total_work")}),
+        (None, {"fields": ("name", "tenant", "owner", "workload_profile", "total_work", "expected_seconds")}),
         ("Scheduling", {"fields": ("min_gpus", "max_gpus", "priority", "gpu_type", "batch_size")}),
         ("Workers", {"fields": ("command",), "description": "what each worker process runs (local executor)"}),
         ("Status", {"fields": readonly_fields}),
@@ -95,7 +100,13 @@ class JobAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         open_allocations = Count("allocations", filter=Q(allocations__ended_at__isnull=True))
-        return super().get_queryset(request).annotate(held=open_allocations)
+        latest = Forecast.objects.values_list("pk", flat=True).first()
+        estimates = JobForecast.objects.filter(job=OuterRef("pk"), forecast_id=latest or 0)
+        return super().get_queryset(request).annotate(
+            held=open_allocations, forecast_start=Subquery(estimates.values("estimated_start")[:1]),
+            forecast_p90=Subquery(estimates.values("start_p90")[:1]),
+            forecast_finish=Subquery(estimates.values("estimated_finish")[:1]),
+            forecast_after=Subquery(estimates.values("after")[:1]))
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, job: Job) -> str:
@@ -107,7 +118,25 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="why pending", ordering="pending_reason")
     def why_pending(self, job: Job) -> str:
-        return shorten(job.pending_reason) if job.state in (JobState.PENDING, JobState.PREEMPTED) else ""
+        if job.state not in (JobState.PENDING, JobState.PREEMPTED):
+            return ""
+        after = getattr(job, "forecast_after", "")
+        return shorten(f"{job.pending_reason}; {after}" if after else job.pending_reason)
+
+    @admin.display(description="estimate", ordering="forecast_start")
+    def estimate(self, job: Job) -> str:
+        """'starts in ~12 min (p90 25 min)' for a waiting job, 'ends ~10:40' for a running one (latest forecast)."""
+        start, finish = getattr(job, "forecast_start", None), getattr(job, "forecast_finish", None)
+        if job.state in (JobState.PENDING, JobState.PREEMPTED) and start is not None:
+            return starts_in(JobForecast(estimated_start=start, start_p90=getattr(job, "forecast_p90", None)))
+        if job.state in (JobState.RUNNING, JobState.RESCALING) and finish is not None:
+            return f"ends ~{timezone.localtime(finish):%H:%M}"
+        return ""
+
+    @admin.display(description="forecast")
+    def forecast(self, job: Job) -> str:
+        row = latest_for([job.pk]).get(job.pk) if job.pk else None
+        return describe(row) if row else "no forecast yet"
 
     def get_form(self, request: HttpRequest, obj: Job | None = None, change: bool = False,
                  **kwargs: object) -> type[forms.ModelForm]:

@@ -13,14 +13,16 @@ from rest_framework import serializers
 from .. import bounds
 from ..bounds import PRIORITY_RANGE
 from ..core.fitted_profiles import FITTED_PROFILES
-from ..models import Job, Tenant
+from ..forecasts import latest_for
+from ..models import FINISHED_STATES, QUEUED_STATES, Job, JobForecast, Tenant
 
 JOB_FIELDS = [
     "id", "tenant", "owner", "name", "workload_profile", "total_work", "min_gpus", "max_gpus", "priority",
     "state", "progress", "gpu_type", "batch_size", "command", "client_key", "submitted_at", "started_at",
     "finished_at", "pending_reason", "error", "attained_gpu_seconds", "restarts", "last_throughput",
-    "last_grad_noise_scale", "last_reported_at", "fitted_model",
+    "last_grad_noise_scale", "last_reported_at", "fitted_model", "expected_seconds", "predicted_seconds",
 ]
+ESTIMATE_FIELDS = ["estimated_start", "estimated_finish", "estimate"]
 CHANGEABLE = ("min_gpus", "max_gpus", "priority")
 
 
@@ -49,21 +51,65 @@ def _gpus(**options: Any) -> StrictIntegerField:
     return StrictIntegerField(min_value=1, max_value=bounds.MAX_GPUS, **options)
 
 
+class _JobListSerializer(serializers.ListSerializer):
+    """Reads the latest forecast of a whole page of jobs in one query."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        jobs = list(data.all() if isinstance(data, QuerySet) else data)
+        self.child.context["forecasts"] = latest_for(job.pk for job in jobs)  # type: ignore[index, union-attr]
+        return super().to_representation(jobs)
+
+
 class JobSerializer(serializers.ModelSerializer):
     tenant: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="name", read_only=True)
     owner: serializers.SlugRelatedField = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    estimated_start = serializers.SerializerMethodField(help_text="the latest forecast's start (waiting jobs)")
+    estimated_finish = serializers.SerializerMethodField(help_text="the latest forecast's finish")
+    estimate = serializers.SerializerMethodField(
+        help_text="the latest forecast: as_of, p10–p90 ranges (with arrival samples), what frees its GPUs, "
+                  "why it moved")
 
     class Meta:
         model = Job
-        fields = JOB_FIELDS
-        read_only_fields = JOB_FIELDS
+        fields = [*JOB_FIELDS, *ESTIMATE_FIELDS]
+        read_only_fields = fields
+        list_serializer_class = _JobListSerializer
+
+    def _forecast(self, job: Job) -> JobForecast | None:
+        known = self.context.get("forecasts")
+        if known is None:
+            known = self.context["forecasts"] = latest_for([job.pk])  # type: ignore[index]
+        return known.get(job.pk)
+
+    @extend_schema_field(OpenApiTypes.DATETIME)
+    def get_estimated_start(self, job: Job) -> str | None:
+        row = self._forecast(job)
+        return _iso(row.estimated_start) if row and job.state in QUEUED_STATES else None
+
+    @extend_schema_field(OpenApiTypes.DATETIME)
+    def get_estimated_finish(self, job: Job) -> str | None:
+        row = self._forecast(job)
+        return _iso(row.estimated_finish) if row and job.state not in FINISHED_STATES else None
+
+    @extend_schema_field(OpenApiTypes.OBJECT)
+    def get_estimate(self, job: Job) -> dict[str, Any] | None:
+        row = self._forecast(job)
+        if row is None or job.state in FINISHED_STATES:
+            return None
+        return {"as_of": _iso(row.forecast.made_at), "start_p10": _iso(row.start_p10), "start_p90": _iso(row.start_p90),
+                "finish_p10": _iso(row.finish_p10), "finish_p90": _iso(row.finish_p90), "after": row.after,
+                "moved_because": row.moved_because}
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
 
 
 class SubmittedJobSerializer(JobSerializer):
     """A job as its submitter sees it once: with the token its workers report with."""
 
     class Meta(JobSerializer.Meta):
-        fields = [*JOB_FIELDS, "report_token"]
+        fields = [*JOB_FIELDS, *ESTIMATE_FIELDS, "report_token"]
         read_only_fields = fields
 
 
@@ -96,6 +142,11 @@ class JobSubmitSerializer(serializers.Serializer):
     client_key = serializers.CharField(
         max_length=255, required=False, allow_blank=True, default="",
         help_text="idempotency key; the Idempotency-Key header does the same",
+    )
+    expected_seconds = FiniteFloatField(
+        min_value=1, max_value=bounds.MAX_EXPECTED_SECONDS, required=False, allow_null=True, default=None,
+        help_text="how long it runs once started, as you expect (a time limit): forecasts use it for a job "
+                  "without a profile's model",
     )
 
 

@@ -23,7 +23,8 @@ class Policy(Protocol):
     # Elastic policies are re-run every round; event-driven ones only when something can change.
     event_driven: ClassVar[bool]
     # Optional (read with getattr, as ``prices_restarts``): ``count_rule``, how a policy that gives every job its
-    # min_gpus says so in a start's reason ("which tiresias gives every job"; core/explain.py).
+    # min_gpus says so in a start's reason ("which tiresias gives every job"; core/explain.py); and
+    # ``predicts_runtimes``, a policy that reads ``JobInfo.expected_seconds``, which the simulator then predicts.
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult: ...
 

@@ -81,6 +81,9 @@ class JobInfo:
     batch_size: int | None = None  # global batch the user asked for
     throughput: float | None = None  # last reported samples/s
     grad_noise_scale: float | None = None  # last reported gradient noise scale φ
+    # Predicted seconds of service at min_gpus, for a job without a profile: the user's estimate or the runtime
+    # predictor's (sim/runtimes.py). None: unknown. Policies that need a length without an oracle use it (qssf).
+    expected_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_gpus <= self.max_gpus:
@@ -89,6 +92,8 @@ class JobInfo:
             raise ValueError(f"job {self.id}: work, progress and attained GPU-time must be ≥ 0")
         if len(set(self.placement)) != len(self.placement):
             raise ValueError(f"job {self.id}: a GPU appears twice in its placement")
+        if self.expected_seconds is not None and not 0 < self.expected_seconds < float("inf"):
+            raise ValueError(f"job {self.id}: expected_seconds must be a finite number > 0")
 
     @property
     def elastic(self) -> bool:

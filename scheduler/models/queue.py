@@ -186,6 +186,14 @@ class Job(models.Model):
         blank=True, validators=[MaxLengthValidator(bounds.MAX_COMMAND_LENGTH)],
         help_text="command line the local executor runs for each worker",
     )
+    expected_seconds = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(1.0), MaxValueValidator(bounds.MAX_EXPECTED_SECONDS)],
+        help_text="how long it runs once started, in seconds, as its owner expects (a time limit); empty: predicted",
+    )
+    predicted_seconds = models.FloatField(
+        null=True, blank=True, editable=False,
+        help_text="how long it runs once started, as the runtime predictor expects (jobs without a profile)",
+    )
     pending_reason = models.CharField(max_length=255, blank=True, help_text="why the last round left it waiting")
     error = models.TextField(blank=True, help_text="why it failed")
     # The round bumps ``generation`` whenever the job's GPUs change; the executor sets
@@ -245,6 +253,12 @@ class Job(models.Model):
                 condition=Q(attained_gpu_seconds__gte=0), name="job_attained_gpu_seconds_non_negative"
             ),
             models.CheckConstraint(condition=Q(state__in=JobState.values), name="job_state_valid"),
+            models.CheckConstraint(
+                condition=Q(expected_seconds__isnull=True) | (
+                    Q(expected_seconds__gte=1) & Q(expected_seconds__lte=bounds.MAX_EXPECTED_SECONDS)),
+                name="job_expected_seconds_bounded",
+                violation_error_message="Expected seconds must be between 1 and a year.",
+            ),
             models.UniqueConstraint(
                 fields=["tenant", "client_key"], condition=~Q(client_key=""), name="job_client_key_unique_per_tenant",
                 violation_error_message="This tenant already has a job with this idempotency key.",

@@ -20,13 +20,14 @@ artifact's simulator runs them instead: execution.py, the executor model.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from scheduler.core.cycle import Action, CycleConfig, Decision, run_cycle
 from scheduler.core.policy import Policy
@@ -56,6 +57,56 @@ class WorkloadTooLong(ValueError):
         super().__init__(f"job {job_id!r} cannot finish within {MAX_SIMULATED_SECONDS / 86_400:.0f} simulated days "
                          f"even alone on the whole cluster ({days}): its total work is too large for this cluster")
         self.job_id = job_id
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The simulation at one moment, as a forecast would start from it (``simulate``'s ``on_checkpoint``)."""
+
+    start: StartState
+    jobs: tuple[WorkloadJob, ...]  # the active jobs (submitted, unfinished)
+    finished: Mapping[str, tuple[float, float]]  # job id → (first start, finish) of the jobs done by then
+
+
+CheckpointCallback = Callable[[Checkpoint], None]
+
+
+class RuntimeEstimator(Protocol):
+    """Predicts the service seconds of jobs without a profile as they arrive, learning from those that finish
+    (sim/runtimes.py ``OnlineEstimator``): what a policy without an oracle (qssf) knows of a job's length."""
+
+    def estimate(self, spec: WorkloadJob, now: float) -> float: ...
+
+    def finished(self, spec: WorkloadJob, service_seconds: float) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """A job already holding GPUs when a simulation starts (a forecast from a live or simulated state)."""
+
+    gpus: tuple[str, ...]
+    started_at: float  # its first start
+    progress: float = 0.0  # work done, in its ``WorkloadJob.total_work`` units
+    attained_gpu_seconds: float = 0.0
+    restart_until: float = 0.0  # paying a restart delay until then: no progress
+    restarts: int = 0
+    batch_size: int | None = None  # the global batch it trains at, when a policy chose one
+
+
+@dataclass(frozen=True)
+class StartState:
+    """Where a simulation starts: its clock, the jobs running then, the progress of those waiting, the policy's
+    memory. Every job of the workload submitted by ``now`` is active from the first event; later ones arrive.
+
+    A running job's outcome keeps its ``started_at``; a waiting one's ``start_time`` is when it (re)starts in
+    this simulation, and one that ran before (``progress`` > 0) pays the restart delay then.
+    """
+
+    now: float
+    running: Mapping[str, RunningJob] = field(default_factory=dict)
+    progress: Mapping[str, float] = field(default_factory=dict)  # waiting jobs that ran before (preempted)
+    attained_gpu_seconds: Mapping[str, float] = field(default_factory=dict)  # ... and the GPU-time they had
+    policy_state: PolicyState | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +156,9 @@ def simulate(
     on_progress: ProgressCallback | None = None,
     grad_curves: Mapping[str, GradCurves] | None = None,
     step_times: Mapping[str, Mapping[str, StepTimes]] | None = None,
+    start: StartState | None = None,
+    estimator: RuntimeEstimator | None = None,
+    on_checkpoint: tuple[float, CheckpointCallback] | None = None,
 ) -> SimulationResult:
     """Replay ``workload`` on ``nodes`` under ``policy``; returns every job's outcome and the cluster's usage.
 
@@ -112,14 +166,19 @@ def simulate(
     (module docstring); without them every job keeps its profile's one noise scale.
     ``step_times`` (by profile, then GPU type): measured step times a job on one GPU type
     runs at (module docstring); without them it runs as its fitted model says.
+    ``start``: begin at that moment with those jobs running, instead of at 0 on an idle cluster (forecasts).
+    ``estimator``: sets ``expected_seconds`` of each arriving job without a profile and none given, from the
+    jobs finished so far in this run only.
+    ``on_checkpoint`` (every, callback): the callback gets a ``Checkpoint`` at every multiple of ``every``
+    seconds while jobs remain (the backtest forecasts from each).
     """
     engine = _Engine(workload, nodes, policy, tenants, profiles or {}, config or SimConfig(), on_progress,
-                     grad_curves or {}, step_times or {})
+                     grad_curves or {}, step_times or {}, start, estimator, on_checkpoint)
     return engine.run()
 
 
 def _refuse_endless(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...],
-                    profiles: Mapping[str, Mapping[str, Any]]) -> None:
+                    profiles: Mapping[str, Mapping[str, Any]], origin: float = 0.0) -> None:
     """``WorkloadTooLong`` for the first job whose arrival plus its shortest possible run (all the GPUs it may use,
     on the GPU type where it goes fastest, no restarts) is past ``MAX_SIMULATED_SECONDS``. A job that fits no GPU
     type at all is the round's to set aside (it ends the run unfinished), not refused here."""
@@ -131,7 +190,7 @@ def _refuse_endless(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...]
         if fastest <= 0:
             continue
         seconds = spec.total_work / fastest
-        if spec.submit_time + seconds > MAX_SIMULATED_SECONDS:
+        if max(spec.submit_time, origin) - origin + seconds > MAX_SIMULATED_SECONDS:
             raise WorkloadTooLong(spec.id, seconds)
 
 
@@ -147,12 +206,14 @@ class _Engine:
         self, workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], policy: Policy,
         tenants: tuple[TenantInfo, ...], profiles: Mapping[str, Mapping[str, Any]], config: SimConfig,
         on_progress: ProgressCallback | None, grad_curves: Mapping[str, GradCurves],
-        step_times: Mapping[str, Mapping[str, StepTimes]],
+        step_times: Mapping[str, Mapping[str, StepTimes]], start: StartState | None = None,
+        estimator: RuntimeEstimator | None = None, on_checkpoint: tuple[float, CheckpointCallback] | None = None,
     ) -> None:
         ids = [job.id for job in workload]
         if len(set(ids)) != len(ids):
             raise ValueError("workload job ids must be unique")
-        _refuse_endless(workload, nodes, profiles)
+        self.start = start or StartState(0.0)
+        _refuse_endless(workload, nodes, profiles, self.start.now)
         self.arrivals = sorted(workload, key=lambda job: (job.submit_time, job.id))
         self.nodes, self.policy, self.tenants, self.config = nodes, policy, tenants, config
         self.static = ClusterSnapshot(0.0, nodes, (), tenants, profiles)
@@ -166,22 +227,31 @@ class _Engine:
         self.restart_ends: list[tuple[float, int, str]] = []
         self.usage = UsageRecorder(nodes)
         self.state: PolicyState | None = None
-        self.now, self.next_arrival, self.rounds, self.running = 0.0, 0, 0, 0
+        self.now, self.next_arrival, self.rounds, self.running = self.start.now, 0, 0, 0
         self.growable = 0  # running jobs below their max_gpus
         self.decision_at: float | None = None
         self.power = NodePower(nodes, config.power_down) if config.power_down else None
-        self.active_integral, self.integral_at = 0.0, 0.0
+        self.active_integral, self.integral_at = 0.0, self.start.now
         self.execution = Execution(grad_curves, step_times)
         self.slowdown = self.config.slowdown_by_profile
+        self.estimator = estimator
+        self.on_checkpoint = on_checkpoint
+        self.next_checkpoint = math.inf
+        if on_checkpoint is not None:
+            if not 0 < on_checkpoint[0] < math.inf:
+                raise ValueError("checkpoints need a finite interval > 0")
+            self.next_checkpoint = (math.floor(self.start.now / on_checkpoint[0]) + 1) * on_checkpoint[0]
 
     # --- the loop ------------------------------------------------------------------
 
     def run(self) -> SimulationResult:
         started = time.perf_counter()
+        self._resume(self.start)
         self._plan_power()  # an idle cluster starts with its surplus nodes off
-        horizon = min(self.config.horizon or math.inf, MAX_SIMULATED_SECONDS)
+        horizon = min(self.config.horizon or math.inf, self.start.now + MAX_SIMULATED_SECONDS)
         while self._more_to_do():
             when = self._next_event_time()
+            self._checkpoints_until(min(when, horizon))
             if when > horizon:
                 self._advance(horizon)
                 break
@@ -191,6 +261,24 @@ class _Engine:
             if self.decision_at is not None and self.decision_at <= self.now:
                 self._decide()
         return self._result(time.perf_counter() - started)
+
+    def _checkpoints_until(self, when: float) -> None:
+        while self.on_checkpoint is not None and self.next_checkpoint <= when:
+            self._advance(self.next_checkpoint)
+            self.on_checkpoint[1](self._checkpoint())
+            self.next_checkpoint += self.on_checkpoint[0]
+
+    def _checkpoint(self) -> Checkpoint:
+        now = self.now
+        running = {run.spec.id: RunningJob(
+            run.gpus, run.start_time if run.start_time is not None else now, run.progress_now(now),
+            run.attained_now(now), run.restart_until, run.restarts, run.policy_batch,
+        ) for run in self.active.values() if run.gpus}
+        waiting = [run for run in self.active.values() if not run.gpus]
+        start = StartState(now, running, {run.spec.id: run.progress for run in waiting if run.progress > 0},
+                           {run.spec.id: run.gpu_seconds for run in waiting if run.gpu_seconds > 0}, self.state)
+        finished = {run.spec.id: (run.start_time or 0.0, run.finish_time or 0.0) for run in self.done}
+        return Checkpoint(start, tuple(run.spec for run in self.active.values()), finished)
 
     def _more_to_do(self) -> bool:
         if self.next_arrival < len(self.arrivals):
@@ -229,11 +317,36 @@ class _Engine:
         tick = self._tick(at)
         self.decision_at = tick if self.decision_at is None else min(self.decision_at, tick)
 
+    def _resume(self, start: StartState) -> None:
+        """Admit the jobs submitted by ``start.now``, with their progress, and put the running ones on their GPUs."""
+        self.state = start.policy_state
+        self._admit_arrivals()
+        for job_id, held in start.running.items():
+            run = self.active.get(job_id)
+            if run is None:
+                raise ValueError(f"job {job_id!r} runs at the start but is not in the workload by then")
+            unknown = [gpu for gpu in held.gpus if gpu not in self.type_of]
+            if unknown or not held.gpus:
+                raise ValueError(f"job {job_id!r} holds GPUs not in the cluster: {unknown[:3]}")
+            run.progress, run.progress_at = min(held.progress, run.spec.total_work), self.now
+            run.gpu_seconds, run.start_time, run.restarts = held.attained_gpu_seconds, held.started_at, held.restarts
+            run.restart_until = held.restart_until
+            self._hold(run, held.gpus, held.batch_size)
+            if run.restart_until > self.now:
+                heapq.heappush(self.restart_ends, (run.restart_until, run.version, job_id))
+        for job_id, done in start.progress.items():
+            if (run := self.active.get(job_id)) is not None and not run.gpus:
+                run.progress = min(done, run.spec.total_work)
+                run.gpu_seconds = start.attained_gpu_seconds.get(job_id, 0.0)
+                run.ran_before = done > 0  # its next start reloads a checkpoint
+
     # --- arrivals and completions -------------------------------------------------------
 
     def _admit_arrivals(self) -> None:
         while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival].submit_time <= self.now:
             spec = self.arrivals[self.next_arrival]
+            if self.estimator is not None and spec.profile is None and spec.expected_seconds is None:
+                spec = dataclasses.replace(spec, expected_seconds=self.estimator.estimate(spec, self.now))
             self.active[spec.id] = JobRun(spec, self.active_integral, progress_at=self.now)
             self.next_arrival += 1
             self._request_decision(self.now)
@@ -247,8 +360,11 @@ class _Engine:
             if not run.finishing:
                 self._end_epoch(run)
                 continue
+            run.final_gpus = dict(run.gpus_by_type)
             self._release(run)
             run.progress, run.finish_time = run.spec.total_work, self.now
+            if self.estimator is not None and run.spec.profile is None:
+                self.estimator.finished(run.spec, run.gpu_seconds / run.spec.min_gpus)
             del self.active[job_id]
             self.done.append(run)
             if not self.policy.event_driven or self._someone_could_use_gpus():
@@ -307,7 +423,8 @@ class _Engine:
         if decision.action == Action.PREEMPT:
             run.preemptions += 1
             return
-        started = decision.action == Action.START and (run.start_time is not None or self.config.charge_first_start)
+        started = decision.action == Action.START and (
+            run.start_time is not None or run.ran_before or self.config.charge_first_start)
         restart = decision.action == Action.RESCALE or started
         if decision.action == Action.RESCALE:
             run.rescales += 1
@@ -396,6 +513,7 @@ class _Engine:
             finish_time=run.finish_time, min_gpus=spec.min_gpus, max_gpus=spec.max_gpus, profile=spec.profile,
             gpu_seconds=run.gpu_seconds, restarts=run.restarts, rescales=run.rescales,
             preemptions=run.preemptions, fair_share_seconds=self._fair_share_seconds(run),
+            final_gpus_by_type=run.final_gpus,
         )
 
     def _fair_share_seconds(self, run: JobRun) -> float:

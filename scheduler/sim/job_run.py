@@ -45,6 +45,8 @@ class JobRun:
     batch: int | None = None  # global batch it trains at
     phi: float | None = None  # the noise scale it last measured (None: nothing yet)
     finishing: bool = True  # its pending event is its completion, not the end of an epoch
+    ran_before: bool = False  # it ran before the simulation began (a forecast's preempted job)
+    final_gpus: dict[str, int] = field(default_factory=dict)  # GPUs by type it held when it finished
 
     def progress_now(self, now: float) -> float:
         """Work done by ``now``, at most the job's total; none accrues during a restart delay.
@@ -83,6 +85,7 @@ class JobRun:
             progress=self.progress_now(now), profile=spec.profile,
             gpu_type=spec.gpu_type, placement=self.gpus, attained_gpu_seconds=self.attained_now(now),
             restarts=self.restarts, batch_size=spec.batch_size, grad_noise_scale=self.phi,
+            expected_seconds=spec.expected_seconds,
         )
 
     def event_eta(self, curves: GradCurves | None) -> float:

@@ -29,6 +29,8 @@ class WorkloadJob:
     batch_size: int | None = None
     gpu_type: str | None = None
     fixed_batch: bool = False  # it trains at ``batch_size`` whatever global batch the policy proposes
+    # Predicted service seconds at min_gpus of a job without a profile (sim/runtimes.py); None: not predicted.
+    expected_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.fixed_batch and self.batch_size is None:
@@ -57,6 +59,7 @@ class JobOutcome:
     preemptions: int
     # Themis' finish-time fairness needs the time the job would take on its own 1/N share:
     fair_share_seconds: float  # total work ÷ speed at that share (N = average jobs active in its life)
+    final_gpus_by_type: Mapping[str, int] = field(default_factory=dict)  # what it held when it finished
 
     @property
     def jct(self) -> float | None:

@@ -12,10 +12,11 @@ from typing import Any
 
 from scheduler.core.cycle import CycleConfig
 from scheduler.core.fitted_profiles import FITTED_PROFILES
-from scheduler.core.policy import get_policy
+from scheduler.core.policy import Policy, get_policy
 from scheduler.core.types import NodeInfo, TenantInfo
 from telemetry.power import PowerModel
 
+from .backtest import BacktestResult, backtest
 from .engine import ProgressCallback, SimConfig, simulate
 from .metrics import summarise
 from .powerdown import PowerDownConfig
@@ -30,10 +31,11 @@ from .profiles import (
     load_measured_step_times,
 )
 from .records import SimulationResult, WorkloadJob
+from .runtimes import OnlineEstimator
 from .scenario import Scenario, ScenarioError
 from .trace_formats import load_trace
 
-__all__ = ["Scenario", "ScenarioError", "cluster_for", "run_scenario", "workload_for"]
+__all__ = ["Scenario", "ScenarioError", "backtest_scenario", "cluster_for", "run_scenario", "workload_for"]
 
 
 def cluster_for(scenario: Scenario, traces_dir: Path) -> tuple[tuple[NodeInfo, ...], tuple[TenantInfo, ...]]:
@@ -83,8 +85,9 @@ def run_scenario(
     profiles = artifact_profiles(FITTED_PROFILES) if scenario.measured_profiles else FITTED_PROFILES
     jobs = workload_for(scenario, elastic)
     jobs = artifact_jobs(jobs, scenario.policy) if scenario.measured_profiles else jobs
-    result = simulate(jobs, nodes, policy, tenants=tenants, profiles=profiles,
-                      config=config, on_progress=on_progress, grad_curves=curves, step_times=step_times)
+    estimator = OnlineEstimator() if getattr(policy, "predicts_runtimes", False) else None
+    result = simulate(jobs, nodes, policy, tenants=tenants, profiles=profiles, config=config,
+                      on_progress=on_progress, grad_curves=curves, step_times=step_times, estimator=estimator)
     result = dataclasses.replace(result, power_cap_fraction=caps[0], power_caps_by_type=caps[1])
     return result, summarise(result, power).as_dict()
 
@@ -95,3 +98,17 @@ def _artifact_execution(scenario: Scenario) -> dict[str, Any]:
         return {}
     return {"restart_seconds": SIA_DEFAULT_RESTART_SECONDS, "restart_seconds_by_profile": SIA_RESTART_SECONDS,
             "slowdown_by_profile": SIA_SLOWDOWN, "charge_first_start": True}
+
+
+def backtest_scenario(scenario: Scenario, traces_dir: Path, every: float = 3600.0) -> BacktestResult:
+    """The forecast backtest (sim/backtest.py) of ``scenario``'s trace, cluster, policy and round settings."""
+    policy = get_policy(scenario.policy, **scenario.policy_config)
+    elastic = (not policy.event_driven) if scenario.elastic is None else scenario.elastic
+    nodes, tenants = cluster_for(scenario, traces_dir)
+    config = SimConfig(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
+                       charge_first_start=scenario.charge_first_start)
+    def fresh_policy() -> Policy:  # each replay and forecast gets its own instance, as each round would
+        return get_policy(scenario.policy, **scenario.policy_config)
+
+    return backtest(workload_for(scenario, elastic), nodes, fresh_policy, tenants=tenants, profiles=FITTED_PROFILES,
+                    config=config, every=every)

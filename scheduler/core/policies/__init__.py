@@ -11,3 +11,4 @@ from . import optimus  # noqa: F401
 from . import afs  # noqa: F401
 from . import pollux  # noqa: F401
 from . import sia  # noqa: F401
+from . import qssf  # noqa: F401

@@ -1,0 +1,374 @@
+"""The live forecast: the cluster as the database has it, run forward through ``scheduler.sim.forecast``.
+
+Made on the background queue (``scheduler.forecast``, sent by beat every round interval): it is made again when
+the queue, the inventory or the settings changed since the last one (their digest), and at least every
+``REFRESH_ROUNDS`` rounds; otherwise the beat is a no-op. Each forecast is stored whole (``Forecast`` and one
+``JobForecast`` per job) in one transaction, with the time it was made; the last ``KEEP_FORECASTS`` are kept.
+
+Clock and units. Forecasts run on the wall clock (epoch seconds), so the policy's own memory (its
+``PolicyState``) reads as it does in the live round. Under the simulated executor, which runs jobs
+``simulated_speedup`` times faster than the wall, a job's work and the restart delay are divided by the
+speed-up. A job without a profile runs its predicted service seconds (``runtime_predictor``).
+
+The runtime model is trained by beat (``scheduler.train_runtimes``, hourly) on the finished jobs without a
+profile, stored as a new ``RuntimeModel`` version (LightGBM's text), the last ``KEEP_MODELS`` kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from .bulk import update_many
+from .core.policy import get_policy
+from .core.types import ClusterSnapshot, JobInfo
+from .models import (
+    ExecutorKind,
+    Forecast,
+    Job,
+    JobForecast,
+    JobState,
+    PolicyState,
+    RuntimeModel,
+    SchedulerSettings,
+)
+from .rounds import build_snapshot, scheduler_settings
+from .sim.engine import RunningJob, SimConfig, StartState
+from .sim.forecast import Estimate, ForecastInput, forecast, predicted_rigid, sample_arrivals
+from .sim.records import WorkloadJob
+from .sim.runtimes import JobFeatures, RuntimePredictor
+
+logger = logging.getLogger(__name__)
+
+FORECAST_TASK = "scheduler.forecast"
+TRAIN_TASK = "scheduler.train_runtimes"
+REFRESH_ROUNDS = 5  # a forecast at least every this many round intervals, even when nothing changed
+KEEP_FORECASTS = 20
+KEEP_MODELS = 5
+HISTORY_JOBS = 20_000  # finished jobs a predictor learns from: the most recent
+HORIZON_SECONDS = 30 * 86_400.0  # a forecast looks this far ahead at most: bounded work whatever the queue
+MOVED_SECONDS = 600.0  # a start that moved by more than this (and by a quarter of the wait) says why
+ARRIVAL_WINDOW_SECONDS = 3 * 86_400.0  # arrivals are sampled from the jobs submitted in the last three days
+
+
+# --- the predictor ------------------------------------------------------------------------
+
+
+def job_features(row: Mapping[str, Any]) -> JobFeatures:
+    """A job row (``FEATURE_FIELDS``) as the runtime predictor reads it."""
+    submitted = row["submitted_at"]
+    return JobFeatures(
+        owner=row["owner__username"] or "", tenant=row["tenant__name"], name=row["name"], command=row["command"],
+        gpu_type=row["gpu_type"], gpus=row["min_gpus"], submit_hour=timezone.localtime(submitted).hour,
+        expected_seconds=row["expected_seconds"],
+    )
+
+
+FEATURE_FIELDS = ("pk", "owner__username", "tenant__name", "name", "command", "gpu_type", "min_gpus",
+                  "submitted_at", "expected_seconds", "attained_gpu_seconds")
+
+
+def _finished_without_profile() -> list[dict[str, Any]]:
+    """The most recent succeeded jobs that ran without a profile, oldest first, with their service seconds."""
+    from .core.fitted_profiles import FITTED_PROFILES
+
+    rows = list(Job.objects.filter(state=JobState.SUCCEEDED, fitted_model__isnull=True)
+                .exclude(workload_profile__in=list(FITTED_PROFILES))
+                .order_by("-finished_at", "-id").values(*FEATURE_FIELDS)[:HISTORY_JOBS])
+    return rows[::-1]
+
+
+def runtime_predictor() -> tuple[RuntimePredictor, int | None]:
+    """The predictor with the history of finished jobs and the latest stored model; and that model's version."""
+    predictor = RuntimePredictor()
+    for row in _finished_without_profile():
+        predictor.observe(job_features(row), row["attained_gpu_seconds"] / row["min_gpus"])
+    latest = RuntimeModel.objects.first()
+    if latest is not None and predictor.load_text(latest.model):
+        return predictor, latest.pk
+    return predictor, None
+
+
+def train_runtime_model(now: datetime | None = None) -> RuntimeModel | None:
+    """Fit a new model on the finished jobs without a profile and store it as the next version; None when too
+    few jobs have finished. Its validation error is measured on the newest fifth, with a model of the rest."""
+    rows = _finished_without_profile()
+    samples = [(job_features(row), row["attained_gpu_seconds"] / row["min_gpus"]) for row in rows]
+    held_out = samples[len(samples) * 4 // 5:]
+    validation = _validation_error(samples[: len(samples) * 4 // 5], held_out)
+    predictor = RuntimePredictor()
+    for features, seconds in samples:
+        predictor.observe(features, seconds)
+    if not predictor.fit():
+        return None
+    with transaction.atomic():
+        model = RuntimeModel.objects.create(trained_at=now or timezone.now(), samples=len(samples),
+                                            validation_mae_s=validation, model=predictor.to_text())
+        stale = list(RuntimeModel.objects.values_list("pk", flat=True)[KEEP_MODELS:])
+        RuntimeModel.objects.filter(pk__in=stale).delete()
+    return model
+
+
+def _validation_error(train: Sequence[tuple[JobFeatures, float]], test: Sequence[tuple[JobFeatures, float]]
+                      ) -> float | None:
+    predictor = RuntimePredictor()
+    for features, seconds in train:
+        predictor.observe(features, seconds)
+    if not test or not predictor.fit():
+        return None
+    predicted = predictor.predict_many([features for features, _ in test])
+    errors = sorted(abs(p.seconds - seconds) for p, (_, seconds) in zip(predicted, test, strict=True))
+    return errors[len(errors) // 2]
+
+
+# --- the forecast -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LiveForecastInput:
+    given: ForecastInput
+    predicted_seconds: Mapping[int, float]  # job pk → predicted service seconds (jobs without a profile)
+    usable_gpus: int
+    digest: str
+
+
+def refresh(now: datetime | None = None, *, force: bool = False, samples: int = 0) -> Forecast | None:
+    """Make and store a forecast if the last one is stale (module docstring) or ``force``; else None."""
+    now = now or timezone.now()
+    config = scheduler_settings()
+    snap = build_snapshot(now).snap
+    last = Forecast.objects.first()
+    digest = _digest(snap, config)
+    fresh_for = timedelta(seconds=REFRESH_ROUNDS * config.round_seconds)
+    if not force and last is not None and last.digest == digest and now - last.made_at < fresh_for:
+        return None
+    predictor, version = runtime_predictor()
+    live = live_input(snap, config, predictor, digest)
+    policy = get_policy(config.policy)
+    arrivals = _arrival_samples(now, live.given, samples) if samples else []
+    result = forecast(live.given, policy, arrivals)
+    return _store(now, config, live, result.estimates, len(arrivals), result.wall_seconds, version, last)
+
+
+def _digest(snap: ClusterSnapshot, config: SchedulerSettings) -> str:
+    """What a forecast depends on beyond time: the jobs and what they hold, the usable GPUs, the settings."""
+    parts = {
+        "jobs": sorted((job.id, job.placement, job.expected_seconds or 0.0) for job in snap.jobs),
+        "usable": sorted(snap.index.usable), "settings": _settings_of(config),
+    }
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
+
+
+def _settings_of(config: SchedulerSettings) -> dict[str, Any]:
+    return {"policy": config.policy, "round_seconds": config.round_seconds,
+            "restart_seconds": config.restart_seconds, "speedup": _speedup(config)}
+
+
+def _speedup(config: SchedulerSettings) -> float:
+    return config.simulated_speedup if config.executor == ExecutorKind.SIMULATED else 1.0
+
+
+def live_input(snap: ClusterSnapshot, config: SchedulerSettings, predictor: RuntimePredictor,
+               digest: str = "") -> LiveForecastInput:
+    """The snapshot as a forecast's input: work in wall-clock units, jobs without a profile at their predicted
+    length, running jobs on their GPUs with their restart delays, the live policy's memory."""
+    speedup = _speedup(config)
+    rows = {row["pk"]: row for row in Job.objects.filter(pk__in=[int(job.id) for job in snap.jobs])
+            .values(*FEATURE_FIELDS, "started_at", "restart_until")}
+    rigid = [job for job in snap.jobs if job.profile is None]
+    predictions = predictor.predict_many([job_features(rows[int(job.id)]) for job in rigid])
+    predicted = dict(zip((int(job.id) for job in rigid), (p.seconds for p in predictions), strict=True))
+    jobs, running, progress, attained = [], {}, {}, {}
+    for info in snap.jobs:
+        row = rows[int(info.id)]
+        work, done = _work(info, predictor, predicted, speedup)
+        jobs.append(work)
+        if info.placement:
+            started = (row["started_at"] or timezone.now()).timestamp()
+            restart_until = row["restart_until"].timestamp() if row["restart_until"] else 0.0
+            running[info.id] = RunningJob(info.placement, started, done, info.attained_gpu_seconds, restart_until,
+                                          info.restarts, info.batch_size)
+        elif done > 0:
+            progress[info.id], attained[info.id] = done, info.attained_gpu_seconds
+    policy_state = PolicyState.objects.filter(policy=config.policy).values_list("state", flat=True).first()
+    start = StartState(snap.now, running, progress, attained, policy_state)
+    sim = SimConfig(round_seconds=float(config.round_seconds), restart_seconds=config.restart_seconds / speedup,
+                    horizon=snap.now + HORIZON_SECONDS)
+    given = ForecastInput(tuple(jobs), snap.nodes, snap.tenants, snap.profiles, start, sim)
+    return LiveForecastInput(given, predicted, snap.usable_gpus, digest)
+
+
+def _work(info: JobInfo, predictor: RuntimePredictor, predicted: Mapping[int, float],
+          speedup: float) -> tuple[WorkloadJob, float]:
+    """(the job as the forecast runs it, its progress in those units)."""
+    job = WorkloadJob(id=info.id, submit_time=max(info.submit_time, 0.0), tenant=info.tenant,
+                      min_gpus=info.min_gpus, max_gpus=info.max_gpus, total_work=info.total_work / speedup,
+                      profile=info.profile, batch_size=info.batch_size, gpu_type=info.gpu_type)
+    if info.profile is not None:
+        return job, info.progress / speedup
+    served = info.attained_gpu_seconds / info.min_gpus
+    seconds = predicted[int(info.id)]
+    return predicted_rigid(job, served, seconds, predictor.remaining(seconds, served)), served
+
+
+def _arrival_samples(now: datetime, given: ForecastInput, samples: int) -> list[list[WorkloadJob]]:
+    """Future arrivals like the last days' jobs, at their rate: one seeded sample per seed."""
+    since = now - timedelta(seconds=ARRIVAL_WINDOW_SECONDS)
+    recent = [job for job in given.jobs if job.submit_time >= since.timestamp()]
+    horizon = 86_400.0
+    return [sample_arrivals(recent, ARRIVAL_WINDOW_SECONDS, now.timestamp(), horizon, seed) for seed in range(samples)]
+
+
+# --- storing, and why a job's forecast moved ----------------------------------------------
+
+
+def _store(now: datetime, config: SchedulerSettings, live: LiveForecastInput, estimates: Mapping[str, Estimate],
+           samples: int, wall_seconds: float, version: int | None, last: Forecast | None) -> Forecast:
+    names = dict(Job.objects.filter(pk__in=[int(i) for i in estimates]).values_list("pk", "name"))
+    previous = _previous(last)
+    with transaction.atomic():
+        row = Forecast.objects.create(
+            made_at=now, policy=config.policy, round_seconds=config.round_seconds,
+            restart_seconds=config.restart_seconds, usable_gpus=live.usable_gpus, jobs=len(estimates),
+            samples=samples, wall_ms=round(wall_seconds * 1000, 3), digest=live.digest, runtime_model=version,
+        )
+        why = _Why(last, previous, row, estimates, names)
+        JobForecast.objects.bulk_create(
+            (_job_forecast(row, estimate, names, why) for estimate in estimates.values()), batch_size=500)
+        changed = [Job(pk=pk, predicted_seconds=seconds) for pk, seconds in live.predicted_seconds.items()]
+        update_many(Job, ["predicted_seconds"], changed)
+        stale = list(Forecast.objects.values_list("pk", flat=True)[KEEP_FORECASTS:])
+        Forecast.objects.filter(pk__in=stale).delete()
+    return row
+
+
+def _previous(last: Forecast | None) -> dict[int, JobForecast]:
+    if last is None:
+        return {}
+    return {jf.job_id: jf for jf in JobForecast.objects.filter(forecast=last)}
+
+
+def _at(seconds: float | None) -> datetime | None:
+    if seconds is None or not math.isfinite(seconds):
+        return None
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def _job_forecast(row: Forecast, estimate: Estimate, names: Mapping[int, str], why: _Why) -> JobForecast:
+    start_range, finish_range = estimate.start_range or (None, None), estimate.finish_range or (None, None)
+    return JobForecast(
+        forecast=row, job_id=int(estimate.job_id), estimated_start=_at(estimate.start),
+        estimated_finish=_at(estimate.finish), start_p10=_at(start_range[0]), start_p90=_at(start_range[1]),
+        finish_p10=_at(finish_range[0]), finish_p90=_at(finish_range[1]),
+        after=_after_text(estimate, names)[:255], moved_because=why.of(estimate)[:255],
+    )
+
+
+def _after_text(estimate: Estimate, names: Mapping[int, str]) -> str:
+    """'24 A100s free at ~10:40, when job X finishes' for a waiting job whose GPUs another job frees."""
+    if estimate.start is None or estimate.after_job is None:
+        return ""
+    gpus = ", ".join(f"{count} {kind.upper()}{'s' if count != 1 else ''}"
+                     for kind, count in sorted(estimate.after_gpus.items())) or "GPUs"
+    when = timezone.localtime(_at(estimate.start)).strftime("%H:%M")  # type: ignore[arg-type]
+    name = names.get(int(estimate.after_job), estimate.after_job)
+    return f"{gpus} free at ~{when}, when job {name} (#{estimate.after_job}) finishes"
+
+
+class _Why:
+    """Why a waiting job's estimated start moved by more than ``MOVED_SECONDS`` and a quarter of its wait."""
+
+    def __init__(self, last: Forecast | None, previous: Mapping[int, JobForecast], row: Forecast,
+                 estimates: Mapping[str, Estimate], names: Mapping[int, str]) -> None:
+        self.last, self.previous, self.row, self.names = last, previous, row, names
+        self.new_jobs = {int(job_id): e for job_id, e in estimates.items() if int(job_id) not in previous}
+
+    def of(self, estimate: Estimate) -> str:
+        before = self.previous.get(int(estimate.job_id))
+        if self.last is None or before is None or before.estimated_start is None or estimate.start is None:
+            return ""
+        old, new = before.estimated_start.timestamp(), estimate.start
+        wait = max(old - self.last.made_at.timestamp(), 0.0)
+        if abs(new - old) <= max(MOVED_SECONDS, 0.25 * wait):
+            return ""
+        direction = f"{'later' if new > old else 'earlier'} by {_duration(abs(new - old))}"
+        return f"{direction}: {self._cause(estimate, new > old)}"
+
+    def _cause(self, estimate: Estimate, later: bool) -> str:
+        last, row = self.last, self.row
+        assert last is not None
+        fields = ("policy", "round_seconds", "restart_seconds")
+        changed = [f"{name} {getattr(last, name)} → {getattr(row, name)}"
+                   for name in fields if getattr(last, name) != getattr(row, name)]
+        if changed:
+            return "the scheduler settings changed (" + ", ".join(changed) + ")"
+        if row.usable_gpus != last.usable_gpus:
+            lost = last.usable_gpus - row.usable_gpus
+            return f"{abs(lost)} GPU{'s' if abs(lost) != 1 else ''} {'lost or cordoned' if lost > 0 else 'came back'}"
+        if later:
+            ahead = [job_id for job_id, e in self.new_jobs.items()
+                     if e.start is not None and estimate.start is not None and e.start <= estimate.start
+                     and job_id != int(estimate.job_id)]
+            if ahead:
+                first = min(ahead)
+                return f"a new job goes first: {self.names.get(first, first)} (#{first})"
+            return "jobs ahead are running longer than forecast"
+        return "jobs ahead finished sooner than forecast"
+
+
+def _duration(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+# --- reading ------------------------------------------------------------------------------
+
+
+def latest_for(job_ids: Iterable[int]) -> dict[int, JobForecast]:
+    """Each job's estimate in the latest forecast (with its ``forecast`` loaded for ``made_at``)."""
+    latest = Forecast.objects.first()
+    if latest is None:
+        return {}
+    rows = JobForecast.objects.filter(forecast=latest, job_id__in=list(job_ids)).select_related("forecast")
+    return {row.job_id: row for row in rows}
+
+
+def starts_in(row: JobForecast | None, now: datetime | None = None) -> str:
+    """'starts in ~12 min (p90 25 min)', 'started', or '' without a forecast, for a waiting job."""
+    if row is None or row.estimated_start is None:
+        return ""
+    now = now or timezone.now()
+    text = f"starts in ~{_duration(max((row.estimated_start - now).total_seconds(), 0.0))}"
+    if row.start_p90 is not None and row.start_p90 > row.estimated_start:
+        text += f" (p90 {_duration(max((row.start_p90 - now).total_seconds(), 0.0))})"
+    return text
+
+
+
+def describe(row: JobForecast) -> str:
+    """A job's estimate in words, for its admin page and the pages: start, finish, ranges, why, as of when."""
+    local = timezone.localtime
+    parts = []
+    if row.estimated_start is not None:
+        parts.append(f"{starts_in(row)}, at ~{local(row.estimated_start):%H:%M}")
+    if row.estimated_finish is not None:
+        finish = f"ends ~{local(row.estimated_finish):%Y-%m-%d %H:%M}"
+        if row.finish_p10 is not None and row.finish_p90 is not None:
+            finish += f" (p10–p90 {local(row.finish_p10):%H:%M}–{local(row.finish_p90):%H:%M})"
+        parts.append(finish)
+    else:
+        parts.append("no finish within the forecast")
+    if row.after:
+        parts.append(row.after)
+    if row.moved_because:
+        parts.append(f"moved {row.moved_because}")
+    return "; ".join(parts) + f" (as of {local(row.forecast.made_at):%H:%M:%S})"
