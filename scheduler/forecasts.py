@@ -233,7 +233,6 @@ def _arrival_samples(now: datetime, given: ForecastInput, samples: int) -> list[
 
 def _store(now: datetime, config: SchedulerSettings, live: LiveForecastInput, estimates: Mapping[str, Estimate],
            samples: int, wall_seconds: float, version: int | None, last: Forecast | None) -> Forecast:
-    names = dict(Job.objects.filter(pk__in=[int(i) for i in estimates]).values_list("pk", "name"))
     previous = _previous(last)
     with transaction.atomic():
         row = Forecast.objects.create(
@@ -241,9 +240,9 @@ def _store(now: datetime, config: SchedulerSettings, live: LiveForecastInput, es
             restart_seconds=config.restart_seconds, usable_gpus=live.usable_gpus, jobs=len(estimates),
             samples=samples, wall_ms=round(wall_seconds * 1000, 3), digest=live.digest, runtime_model=version,
         )
-        why = _Why(last, previous, row, estimates, names)
+        why = _Why(last, previous, row, estimates)
         JobForecast.objects.bulk_create(
-            (_job_forecast(row, estimate, names, why) for estimate in estimates.values()), batch_size=500)
+            (_job_forecast(row, estimate, why) for estimate in estimates.values()), batch_size=500)
         changed = [Job(pk=pk, predicted_seconds=seconds) for pk, seconds in live.predicted_seconds.items()]
         update_many(Job, ["predicted_seconds"], changed)
         stale = list(Forecast.objects.values_list("pk", flat=True)[KEEP_FORECASTS:])
@@ -263,33 +262,43 @@ def _at(seconds: float | None) -> datetime | None:
     return datetime.fromtimestamp(seconds, tz=UTC)
 
 
-def _job_forecast(row: Forecast, estimate: Estimate, names: Mapping[int, str], why: _Why) -> JobForecast:
+def _job_forecast(row: Forecast, estimate: Estimate, why: _Why) -> JobForecast:
     start_range, finish_range = estimate.start_range or (None, None), estimate.finish_range or (None, None)
     return JobForecast(
         forecast=row, job_id=int(estimate.job_id), estimated_start=_at(estimate.start),
         estimated_finish=_at(estimate.finish), start_p10=_at(start_range[0]), start_p90=_at(start_range[1]),
         finish_p10=_at(finish_range[0]), finish_p90=_at(finish_range[1]),
-        after=_after_text(estimate, names)[:255], moved_because=why.of(estimate)[:255],
+        after_job_id=int(estimate.after_job) if estimate.after_job else None,
+        after_gpus=_freed_gpus(estimate)[:100], moved_because=why.of(estimate)[:255],
     )
 
 
-def _after_text(estimate: Estimate, names: Mapping[int, str]) -> str:
-    """'24 A100s free at ~10:40, when job X finishes' for a waiting job whose GPUs another job frees."""
-    if estimate.start is None or estimate.after_job is None:
+def _freed_gpus(estimate: Estimate) -> str:
+    """What the job a waiting job waits for frees: '24 A100s', '2 A100s, 4 V100s'."""
+    return ", ".join(f"{count} {kind.upper()}{'s' if count != 1 else ''}"
+                     for kind, count in sorted(estimate.after_gpus.items()))
+
+
+def frees_text(row: JobForecast, visible_job_ids: set[int] | None = None) -> str:
+    """'24 A100s free at ~10:40, when job X (#7) finishes' for a waiting job; the other job named only when
+    ``visible_job_ids`` (the viewer's) holds it, or for staff (None): tenants see only their own jobs."""
+    if row.estimated_start is None or row.after_job_id is None:
         return ""
-    gpus = ", ".join(f"{count} {kind.upper()}{'s' if count != 1 else ''}"
-                     for kind, count in sorted(estimate.after_gpus.items())) or "GPUs"
-    when = timezone.localtime(_at(estimate.start)).strftime("%H:%M")  # type: ignore[arg-type]
-    name = names.get(int(estimate.after_job), estimate.after_job)
-    return f"{gpus} free at ~{when}, when job {name} (#{estimate.after_job}) finishes"
+    when = timezone.localtime(row.estimated_start).strftime("%H:%M")
+    if visible_job_ids is None or row.after_job_id in visible_job_ids:
+        name = row.after_job.name if row.after_job else "?"
+        who = f"job {name} (#{row.after_job_id})"
+    else:
+        who = "another tenant's job"
+    return f"{row.after_gpus or 'GPUs'} free at ~{when}, when {who} finishes"
 
 
 class _Why:
     """Why a waiting job's estimated start moved by more than ``MOVED_SECONDS`` and a quarter of its wait."""
 
     def __init__(self, last: Forecast | None, previous: Mapping[int, JobForecast], row: Forecast,
-                 estimates: Mapping[str, Estimate], names: Mapping[int, str]) -> None:
-        self.last, self.previous, self.row, self.names = last, previous, row, names
+                 estimates: Mapping[str, Estimate]) -> None:
+        self.last, self.previous, self.row = last, previous, row
         self.new_jobs = {int(job_id): e for job_id, e in estimates.items() if int(job_id) not in previous}
 
     def of(self, estimate: Estimate) -> str:
@@ -318,9 +327,8 @@ class _Why:
             ahead = [job_id for job_id, e in self.new_jobs.items()
                      if e.start is not None and estimate.start is not None and e.start <= estimate.start
                      and job_id != int(estimate.job_id)]
-            if ahead:
-                first = min(ahead)
-                return f"a new job goes first: {self.names.get(first, first)} (#{first})"
+            if ahead:  # not named: it may be another tenant's
+                return f"{len(ahead)} new job{'s go' if len(ahead) > 1 else ' goes'} ahead of it"
             return "jobs ahead are running longer than forecast"
         return "jobs ahead finished sooner than forecast"
 
@@ -338,7 +346,8 @@ def latest_for(job_ids: Iterable[int]) -> dict[int, JobForecast]:
     latest = Forecast.objects.first()
     if latest is None:
         return {}
-    rows = JobForecast.objects.filter(forecast=latest, job_id__in=list(job_ids)).select_related("forecast")
+    rows = JobForecast.objects.filter(forecast=latest, job_id__in=list(job_ids)).select_related("forecast",
+                                                                                                "after_job")
     return {row.job_id: row for row in rows}
 
 
@@ -354,7 +363,7 @@ def starts_in(row: JobForecast | None, now: datetime | None = None) -> str:
 
 
 
-def describe(row: JobForecast) -> str:
+def describe(row: JobForecast, visible_job_ids: set[int] | None = None) -> str:
     """A job's estimate in words, for its admin page and the pages: start, finish, ranges, why, as of when."""
     local = timezone.localtime
     parts = []
@@ -367,8 +376,8 @@ def describe(row: JobForecast) -> str:
         parts.append(finish)
     else:
         parts.append("no finish within the forecast")
-    if row.after:
-        parts.append(row.after)
+    if frees := frees_text(row, visible_job_ids):
+        parts.append(frees)
     if row.moved_because:
         parts.append(f"moved {row.moved_because}")
     return "; ".join(parts) + f" (as of {local(row.forecast.made_at):%H:%M:%S})"

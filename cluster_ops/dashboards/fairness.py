@@ -182,6 +182,10 @@ def explanation(why: PendingExplanation) -> Any:
         dbc.Col(common.stat("Wants", why.wants, f"tenant {why.tenant}"), xs=12, md=4),
     ], className="g-2 mb-2")
     reason = dbc.Alert([html.Strong("Last round: "), why.reason], color="light", className="small py-2 mb-2 border")
+    if why.forecast:
+        told = "; ".join(part for part in (why.forecast, why.frees, f"moved {why.moved}" if why.moved else "") if part)
+        reason = html.Div([reason, dbc.Alert([html.Strong("Forecast: "), told], color="info",
+                                             className="small py-2 mb-2", id="fair-pending-forecast")])
     rows = [(h.job, h.tenant, h.gpus, h.shrinkable, h.priority,
              timezone.localtime(h.since).strftime("%Y-%m-%d %H:%M") if h.since else "—") for h in why.holders]
     holders = common.table(["job holding its GPUs", "tenant", "GPUs", "could give back", "priority", "since"], rows,

@@ -9,7 +9,7 @@ from typing import Any
 
 import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
-from dash import Input, Output, dcc
+from dash import Input, Output, dcc, html
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.utils import timezone
@@ -18,7 +18,9 @@ from scheduler.models import RescaleKind, Tenant
 
 from . import common
 from .common import COLOURS
+from .forecast_data import waiting_forecast
 from .jobs_data import Distribution, Goodput, Timeline, completion_times, goodput, job_choices, timeline
+from .overview import next_to_start  # the same table as the Overview's
 
 Viewer = User | AnonymousUser
 ALL = "__all__"
@@ -45,6 +47,8 @@ app.layout = common.page_layout(
         dbc.Col(common.section("Queueing delay (CDF)", common.graph("jobs-queue", 300),
                                subtitle="jobs first started in the range: first start − submit"), lg=6),
     ], className="g-3"),
+    common.section("When will they start", html.Div(id="jobs-waiting"),
+                   subtitle="waiting jobs by estimated start, from the latest forecast"),
     common.section("Timeline of allocations", common.graph("jobs-gantt", 520),
                    subtitle=f"the {GANTT_ROWS} most recently active jobs; bar colour: GPUs held; markers: starts, "
                             "rescales, preemptions and finishes — hover for the scheduler's reason"),
@@ -176,3 +180,8 @@ def goodput_figure(data: Goodput) -> go.Figure:
     fig.update_layout(title={"text": data.title, "font": {"size": 13}, "x": 0.01, "y": 0.98}, margin={"t": 60})
     fig.update_xaxes(dtick=1 if len(data.curves[0].speeds) <= 17 else None, rangemode="tozero")
     return fig
+
+
+@app.callback(Output("jobs-waiting", "children"), Input("jobs-init", "data"))
+def waiting(_: int, *, user: Viewer, **__: object) -> Any:
+    return next_to_start(waiting_forecast(user, timezone.now(), limit=30))

@@ -13,11 +13,12 @@ from django.utils import timezone
 
 from . import common
 from .common import COLOURS
+from .forecast_data import WaitingForecast, waiting_forecast
 from .overview_data import Alert, Overview, RoundSummary, overview
 
 REFRESH_MS = 30_000
 OUTPUTS = ["overview-stats", "overview-gpus", "overview-tenant-jobs", "overview-waits", "overview-alerts",
-           "overview-tenants", "overview-round"]
+           "overview-next", "overview-tenants", "overview-round"]
 
 app = common.new_app("overview")
 app.layout = common.page_layout(
@@ -32,6 +33,9 @@ app.layout = common.page_layout(
         dbc.Col(common.section("Alerts", html.Div(id="overview-alerts", className="alert-list")), lg=5),
         dbc.Col(common.section("Queue: how long pending jobs have waited", common.graph("overview-waits", 240)), lg=7),
     ], className="g-3"),
+    common.section("Next to start", html.Div(id="overview-next"),
+                   subtitle="the latest forecast: the live queue run forward through the simulator under the live "
+                            "policy"),
     common.section("Tenants", html.Div(id="overview-tenants")),
     common.section("Scheduler", html.Div(id="overview-round")),
 )
@@ -43,7 +47,22 @@ app.layout = common.page_layout(
 def refresh(_tick: int | None, *, user: User | AnonymousUser, **_: object) -> list[Any]:
     data = overview(user, timezone.now())
     return [stats(data), gpus_figure(data, user.is_staff), tenant_jobs_figure(data), waits_figure(data),
-            alert_list(data.alerts), tenants_table(data), round_panel(data.round)]
+            alert_list(data.alerts), next_to_start(waiting_forecast(user, data.now)), tenants_table(data),
+            round_panel(data.round)]
+
+
+def next_to_start(forecast: WaitingForecast) -> Any:
+    """The viewer's waiting jobs by estimated start, with what frees their GPUs and why an estimate moved."""
+    if forecast.as_of is None:
+        return html.Div("No forecast yet: the background worker makes one within a round of jobs waiting.",
+                        className="text-muted small p-2")
+    rows = [(w.job, w.tenant, w.gpus, w.starts, w.frees, w.moved) for w in forecast.jobs]
+    return html.Div([
+        html.P(f"As of {timezone.localtime(forecast.as_of):%H:%M:%S}, under {forecast.policy}.",
+               className="small text-muted mb-1"),
+        common.table(["job", "tenant", "GPUs", "estimate", "what frees its GPUs", "moved since the last forecast"],
+                     rows, empty="None of your jobs is waiting.", table_id="overview-next-table"),
+    ])
 
 
 def stats(data: Overview) -> dbc.Row:

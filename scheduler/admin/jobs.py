@@ -17,7 +17,7 @@ from django.utils.html import format_html_join
 from .. import services
 from ..core.fitted_profiles import FITTED_PROFILES
 from ..executors import files
-from ..forecasts import describe, latest_for, starts_in
+from ..forecasts import describe, frees_text, latest_for, starts_in
 from ..models import (
     Allocation,
     Forecast,
@@ -106,7 +106,9 @@ class JobAdmin(admin.ModelAdmin):
             held=open_allocations, forecast_start=Subquery(estimates.values("estimated_start")[:1]),
             forecast_p90=Subquery(estimates.values("start_p90")[:1]),
             forecast_finish=Subquery(estimates.values("estimated_finish")[:1]),
-            forecast_after=Subquery(estimates.values("after")[:1]))
+            forecast_after_job=Subquery(estimates.values("after_job_id")[:1]),
+            forecast_after_gpus=Subquery(estimates.values("after_gpus")[:1]),
+            forecast_after_name=Subquery(estimates.values("after_job__name")[:1]))
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, job: Job) -> str:
@@ -120,15 +122,24 @@ class JobAdmin(admin.ModelAdmin):
     def why_pending(self, job: Job) -> str:
         if job.state not in (JobState.PENDING, JobState.PREEMPTED):
             return ""
-        after = getattr(job, "forecast_after", "")
+        after = frees_text(self._estimate_of(job))
         return shorten(f"{job.pending_reason}; {after}" if after else job.pending_reason)
+
+    @staticmethod
+    def _estimate_of(job: Job) -> JobForecast:
+        """The latest forecast's row for ``job``, from the list's annotations (no query per row)."""
+        after_pk = getattr(job, "forecast_after_job", None)
+        after = Job(pk=after_pk, name=getattr(job, "forecast_after_name", "") or "") if after_pk else None
+        return JobForecast(estimated_start=getattr(job, "forecast_start", None),
+                           start_p90=getattr(job, "forecast_p90", None), after_job=after,
+                           after_gpus=getattr(job, "forecast_after_gpus", "") or "")
 
     @admin.display(description="estimate", ordering="forecast_start")
     def estimate(self, job: Job) -> str:
         """'starts in ~12 min (p90 25 min)' for a waiting job, 'ends ~10:40' for a running one (latest forecast)."""
         start, finish = getattr(job, "forecast_start", None), getattr(job, "forecast_finish", None)
         if job.state in (JobState.PENDING, JobState.PREEMPTED) and start is not None:
-            return starts_in(JobForecast(estimated_start=start, start_p90=getattr(job, "forecast_p90", None)))
+            return starts_in(self._estimate_of(job))
         if job.state in (JobState.RUNNING, JobState.RESCALING) and finish is not None:
             return f"ends ~{timezone.localtime(finish):%H:%M}"
         return ""

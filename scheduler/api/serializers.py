@@ -13,7 +13,7 @@ from rest_framework import serializers
 from .. import bounds
 from ..bounds import PRIORITY_RANGE
 from ..core.fitted_profiles import FITTED_PROFILES
-from ..forecasts import latest_for
+from ..forecasts import frees_text, latest_for
 from ..models import FINISHED_STATES, QUEUED_STATES, Job, JobForecast, Tenant
 
 JOB_FIELDS = [
@@ -75,6 +75,17 @@ class JobSerializer(serializers.ModelSerializer):
         read_only_fields = fields
         list_serializer_class = _JobListSerializer
 
+    def _visible(self, job: Job) -> set[int] | None:
+        """Jobs whose names the requesting user may read in another job's estimate (None: all, staff)."""
+        request = self.context.get("request")
+        if request is None or request.user.is_staff:
+            return None
+        known = self.context.get("visible_jobs")
+        if known is None:
+            known = self.context["visible_jobs"] = set(  # type: ignore[index]
+                Job.objects.visible_to(request.user).values_list("pk", flat=True))
+        return known
+
     def _forecast(self, job: Job) -> JobForecast | None:
         known = self.context.get("forecasts")
         if known is None:
@@ -97,7 +108,8 @@ class JobSerializer(serializers.ModelSerializer):
         if row is None or job.state in FINISHED_STATES:
             return None
         return {"as_of": _iso(row.forecast.made_at), "start_p10": _iso(row.start_p10), "start_p90": _iso(row.start_p90),
-                "finish_p10": _iso(row.finish_p10), "finish_p90": _iso(row.finish_p90), "after": row.after,
+                "finish_p10": _iso(row.finish_p10), "finish_p90": _iso(row.finish_p90),
+                "after": frees_text(row, self._visible(job)),
                 "moved_because": row.moved_because}
 
 

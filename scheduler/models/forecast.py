@@ -40,7 +40,9 @@ class JobForecast(models.Model):
     start_p90 = models.DateTimeField(null=True, blank=True)
     finish_p10 = models.DateTimeField(null=True, blank=True)
     finish_p90 = models.DateTimeField(null=True, blank=True)
-    after = models.CharField(max_length=255, blank=True, help_text="what frees its GPUs: '24 A100s free at …'")
+    # What frees its GPUs (a waiting job): the job that finishes last before its start, and what that one held.
+    after_job = models.ForeignKey(Job, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    after_gpus = models.CharField(max_length=100, blank=True, help_text="what that job frees, e.g. '24 A100s'")
     moved_because = models.CharField(max_length=255, blank=True, help_text="why it moved since the last forecast")
 
     class Meta:

@@ -63,7 +63,10 @@ def test_forecast_of_a_database_queue_worked_by_hand(cluster: Node, tenant: Tena
     assert (got["B"].estimated_start, got["B"].estimated_finish) == (at(100), at(150))
     assert (got["C"].estimated_start, got["C"].estimated_finish) == (at(100), at(180))
     assert (got["D"].estimated_start, got["D"].estimated_finish) == (at(180), at(190))
-    assert got["D"].after.startswith("2 A100s free at ~") and got["D"].after.endswith(f"when job C (#{c.pk}) finishes")
+    frees = forecasts.frees_text(got["D"])
+    assert frees.startswith("2 A100s free at ~") and frees.endswith(f"when job C (#{c.pk}) finishes")
+    redacted = forecasts.frees_text(got["D"], visible_job_ids={got["D"].job_id})  # a tenant that cannot see C
+    assert redacted.endswith("when another tenant's job finishes")
     assert forecasts.starts_in(got["D"], NOW) == "starts in ~3 min"
     assert Job.objects.get(name="B").predicted_seconds == 50  # the owner's estimate, stored for policies
 
