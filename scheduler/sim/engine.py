@@ -320,6 +320,8 @@ class _Engine:
     def _resume(self, start: StartState) -> None:
         """Admit the jobs submitted by ``start.now``, with their progress, and put the running ones on their GPUs."""
         self.state = start.policy_state
+        if not (start.running or start.progress):
+            return  # nothing ran before: jobs arrive through the loop, after the idle cluster's power plan
         self._admit_arrivals()
         for job_id, held in start.running.items():
             run = self.active.get(job_id)

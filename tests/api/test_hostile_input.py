@@ -61,6 +61,10 @@ def test_a_report_that_contradicts_its_job_is_refused(running: Job, fields: dict
     ({"min_gpus": True}, "min_gpus"),
     ({"batch_size": 2**31}, "batch_size"),
     ({"name": "x" * 201}, "name"),
+    ({"expected_seconds": "nan"}, "expected_seconds"),
+    ({"expected_seconds": 0}, "expected_seconds"),
+    ({"expected_seconds": 1e12}, "expected_seconds"),
+    ({"expected_seconds": True}, "expected_seconds"),
 ])
 def test_numbers_outside_their_documented_range_are_refused(member_api: APIClient, fields: dict, field: str) -> None:
     response = member_api.post("/api/jobs/", new_job(**fields), format="json")
@@ -94,3 +98,10 @@ def test_an_idempotency_key_reused_with_another_body_is_a_conflict(member_api: A
     assert (first.status_code, again.status_code, other.status_code) == (201, 200, 409)
     assert "run-7" in other.json()["client_key"][0]
     assert Job.objects.count() == 1 and Job.objects.get().total_work == 100.0
+
+
+def test_an_expected_duration_is_stored_and_shown(inventory: Node, member_api: APIClient) -> None:
+    response = member_api.post("/api/jobs/", new_job(expected_seconds=5400), format="json")
+    assert response.status_code == 201 and response.json()["expected_seconds"] == 5400
+    assert response.json()["estimated_start"] is None  # no forecast made yet
+    assert Job.objects.get().expected_seconds == 5400

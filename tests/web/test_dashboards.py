@@ -63,8 +63,8 @@ def test_dash_apps_answer_with_local_assets_only(client: Client, member: User) -
 
 def test_overview_callback_sees_only_the_users_tenants(client: Client, member: User, operator: User) -> None:
     outputs = [("overview-stats", "children"), ("overview-gpus", "figure"), ("overview-tenant-jobs", "figure"),
-               ("overview-waits", "figure"), ("overview-alerts", "children"), ("overview-tenants", "children"),
-               ("overview-round", "children")]
+               ("overview-waits", "figure"), ("overview-alerts", "children"), ("overview-next", "children"),
+               ("overview-tenants", "children"), ("overview-round", "children")]
     client.force_login(member)
     seen = dash_update(client, "overview", outputs, [("overview-tick", "n_intervals", None)])
     assert "vision" in seen and "language" not in seen and "bert-language" not in seen
