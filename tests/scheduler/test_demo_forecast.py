@@ -39,7 +39,7 @@ def test_the_demo_shows_estimated_starts_that_the_following_minutes_confirm_or_e
     assert statistics.median(errors) <= 3 * 30, sorted(errors)
     # Corrected with a reason: every estimate that moved beyond the threshold says why.
     for estimates in seen.values():
-        for (made_at, before, _), (_, after, why) in zip(estimates, estimates[1:]):
+        for (made_at, before, _), (_, after, why) in zip(estimates, estimates[1:], strict=False):
             wait = (before - made_at).total_seconds()
             if abs((after - before).total_seconds()) > max(MOVED_SECONDS, 0.25 * wait):
                 assert why, estimates

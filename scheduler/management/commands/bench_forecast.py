@@ -68,7 +68,7 @@ def _table(report: dict[str, Any]) -> str:
              f"in brackets the simulation alone):"]
     for name, row in report["policies"].items():
         point, ranged = row["point_s"], row["ranged_s"]
-        lines.append(f"  {name:10s} point {point['median']:.2f} (max {point['max']:.2f}; {point['simulation_median']:.2f})"
-                     f"   {report['samples']} samples {ranged['median']:.2f} (max {ranged['max']:.2f}; "
-                     f"{ranged['simulation_median']:.2f})")
+        lines.append(f"  {name:10s} point {point['median']:.2f} (max {point['max']:.2f}; "
+                     f"{point['simulation_median']:.2f})   {report['samples']} samples {ranged['median']:.2f} "
+                     f"(max {ranged['max']:.2f}; {ranged['simulation_median']:.2f})")
     return "\n".join(lines)
