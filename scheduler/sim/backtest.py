@@ -88,11 +88,17 @@ class BacktestResult:
 
 def backtest(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], policy_factory: Callable[[], Policy],
              *, tenants: tuple[TenantInfo, ...] = (), profiles: Mapping[str, Mapping[str, Any]] | None = None,
-             config: SimConfig | None = None, every: float = 3600.0) -> BacktestResult:
-    """Forecasts every ``every`` simulated seconds of ``workload``'s replay, scored (module docstring)."""
-    profiles, config = profiles or {}, config or SimConfig()
+             config: SimConfig | None = None, every: float = 3600.0,
+             execution: Mapping[str, Any] | None = None) -> BacktestResult:
+    """Forecasts every ``every`` simulated seconds of ``workload``'s replay, scored (module docstring).
+
+    ``execution``: ``simulate``'s ``grad_curves`` and ``step_times``, for the replays only. Jobs then run as
+    measured while the forecasts, like the live ones, know only the fitted models in ``profiles``: the score
+    includes the models' own error.
+    """
+    profiles, config, execution = profiles or {}, config or SimConfig(), execution or {}
     truth = simulate(workload, nodes, policy_factory(), tenants=tenants, profiles=profiles, config=config,
-                     estimator=_estimator_for(policy_factory()))
+                     estimator=_estimator_for(policy_factory()), **execution)
     actual = {job.id: (job.start_time, job.finish_time) for job in truth.jobs}
     durations = {job.id: job.finish_time - job.start_time for job in truth.jobs
                  if job.start_time is not None and job.finish_time is not None}
@@ -103,7 +109,7 @@ def backtest(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], polic
     def at_checkpoint(point: Checkpoint) -> None:
         if not point.jobs:
             return
-        given = _forecast_input(point, estimator, nodes, tenants, profiles, config)
+        given = _forecast_input(point, estimator, nodes, tenants, profiles, _forecast_config(config))
         result = forecast(given, policy_factory())
         walls.append(result.wall_seconds)
         predicted = {job_id: (e.start, e.finish) for job_id, e in result.estimates.items()}
@@ -112,7 +118,7 @@ def backtest(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], polic
         _score(scores["requested_time"], point, _requested_time(point, durations, nodes), actual)
 
     simulate(workload, nodes, policy_factory(), tenants=tenants, profiles=profiles, config=config,
-             estimator=estimator, on_checkpoint=(every, at_checkpoint))
+             estimator=estimator, on_checkpoint=(every, at_checkpoint), **execution)
     errors = {name: s.errors() for name, s in scores.items()}
     return BacktestResult(
         policy=truth.policy, forecasts=len(walls), start=errors["forecast"]["start"],
@@ -120,6 +126,13 @@ def backtest(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], polic
         baselines={name: errors[name] for name in ("queue_position", "requested_time")},
         forecast_wall_s={"median": statistics.median(walls) if walls else None, "max": max(walls, default=None)},
     )
+
+
+def _forecast_config(config: SimConfig) -> SimConfig:
+    """What a live forecast knows of the settings: the round interval and one restart delay; not the artifact's
+    per-model delays or speed calibrations."""
+    return SimConfig(round_seconds=config.round_seconds, restart_seconds=config.restart_seconds,
+                     charge_first_start=config.charge_first_start)
 
 
 def _estimator_for(policy: Policy) -> OnlineEstimator | None:

@@ -106,9 +106,13 @@ def backtest_scenario(scenario: Scenario, traces_dir: Path, every: float = 3600.
     elastic = (not policy.event_driven) if scenario.elastic is None else scenario.elastic
     nodes, tenants = cluster_for(scenario, traces_dir)
     config = SimConfig(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
-                       charge_first_start=scenario.charge_first_start)
+                       charge_first_start=scenario.charge_first_start, **_artifact_execution(scenario))
+    jobs, profiles, execution = workload_for(scenario, elastic), FITTED_PROFILES, {}
+    if scenario.measured_profiles:  # jobs run as the artifact measured them; forecasts know the fitted models
+        jobs, profiles = artifact_jobs(jobs, scenario.policy), artifact_profiles(FITTED_PROFILES)
+        execution = {"grad_curves": load_grad_curves(traces_dir), "step_times": load_measured_step_times(traces_dir)}
     def fresh_policy() -> Policy:  # each replay and forecast gets its own instance, as each round would
         return get_policy(scenario.policy, **scenario.policy_config)
 
-    return backtest(workload_for(scenario, elastic), nodes, fresh_policy, tenants=tenants, profiles=FITTED_PROFILES,
-                    config=config, every=every)
+    return backtest(jobs, nodes, fresh_policy, tenants=tenants, profiles=profiles, config=config, every=every,
+                    execution=execution)

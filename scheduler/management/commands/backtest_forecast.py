@@ -1,5 +1,6 @@
 """``manage.py backtest_forecast``: how far the forecasts are from what happened, beside two baselines."""
 
+import dataclasses
 import json
 from typing import Any
 
@@ -25,12 +26,16 @@ class Command(SimulateCommand):
         super().add_arguments(parser)
         parser.set_defaults(policy="tiresias")
         parser.add_argument("--every", type=float, default=3600.0, help="simulated seconds between forecasts")
+        parser.add_argument("--measured-profiles", action="store_true",
+                            help="jobs run as the Pollux artifact measured them (gradient curves, step times) while "
+                                 "the forecasts know only the fitted models: the score includes their error")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not 60 <= options["every"] <= 30 * 86_400:
             raise CommandError("--every: expected seconds between 60 and 2,592,000")
         try:
-            result = backtest_scenario(self._scenario(options), settings.TRACES_DIR, options["every"])
+            scenario = dataclasses.replace(self._scenario(options), measured_profiles=options["measured_profiles"])
+            result = backtest_scenario(scenario, settings.TRACES_DIR, options["every"])
         except (TraceError, UnknownPolicy, ValueError, FileNotFoundError) as error:
             raise CommandError(str(error)) from None
         self.stdout.write(json.dumps(result.as_dict()) if options["json"] else _table(result))
