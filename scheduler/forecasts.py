@@ -32,6 +32,7 @@ from .bulk import update_many
 from .core.policy import get_policy
 from .core.types import ClusterSnapshot, JobInfo
 from .models import (
+    SCHEDULABLE_STATES,
     ExecutorKind,
     Forecast,
     Job,
@@ -58,6 +59,8 @@ HISTORY_JOBS = 20_000  # finished jobs a predictor learns from: the most recent
 HORIZON_SECONDS = 30 * 86_400.0  # a forecast looks this far ahead at most: bounded work whatever the queue
 MOVED_SECONDS = 600.0  # a start that moved by more than this (and by a quarter of the wait) says why
 ARRIVAL_WINDOW_SECONDS = 3 * 86_400.0  # arrivals are sampled from the jobs submitted in the last three days
+ARRIVAL_HORIZON_SECONDS = 86_400.0  # ... for the next day (a sample's run stops at 3 × the point forecast's end)
+MAX_RECENT_JOBS = 5_000  # the most recent of them: bounded whatever the rate
 
 
 # --- the predictor ------------------------------------------------------------------------
@@ -154,7 +157,7 @@ def refresh(now: datetime | None = None, *, force: bool = False, samples: int = 
     predictor, version = runtime_predictor()
     live = live_input(snap, config, predictor, digest)
     policy = get_policy(config.policy)
-    arrivals = _arrival_samples(now, live.given, samples) if samples else []
+    arrivals = _arrival_samples(now, snap, config, predictor, samples) if samples else []
     result = forecast(live.given, policy, arrivals)
     return _store(now, config, live, result.estimates, len(arrivals), result.wall_seconds, version, last)
 
@@ -182,7 +185,8 @@ def live_input(snap: ClusterSnapshot, config: SchedulerSettings, predictor: Runt
     """The snapshot as a forecast's input: work in wall-clock units, jobs without a profile at their predicted
     length, running jobs on their GPUs with their restart delays, the live policy's memory."""
     speedup = _speedup(config)
-    rows = {row["pk"]: row for row in Job.objects.filter(pk__in=[int(job.id) for job in snap.jobs])
+    # The jobs the snapshot read (build_snapshot): selected by state, not by a list of thousands of ids.
+    rows = {row["pk"]: row for row in Job.objects.filter(state__in=SCHEDULABLE_STATES)
             .values(*FEATURE_FIELDS, "started_at", "restart_until")}
     rigid = [job for job in snap.jobs if job.profile is None]
     predictions = predictor.predict_many([job_features(rows[int(job.id)]) for job in rigid])
@@ -220,12 +224,29 @@ def _work(info: JobInfo, predictor: RuntimePredictor, predicted: Mapping[int, fl
     return predicted_rigid(job, served, seconds, predictor.remaining(seconds, served)), served
 
 
-def _arrival_samples(now: datetime, given: ForecastInput, samples: int) -> list[list[WorkloadJob]]:
-    """Future arrivals like the last days' jobs, at their rate: one seeded sample per seed."""
+def _arrival_samples(now: datetime, snap: ClusterSnapshot, config: SchedulerSettings, predictor: RuntimePredictor,
+                     samples: int) -> list[list[WorkloadJob]]:
+    """Future arrivals like the jobs submitted in the last ``ARRIVAL_WINDOW_SECONDS`` (whatever their state now),
+    at their rate, for the next ``ARRIVAL_HORIZON_SECONDS``: one seeded sample per seed. Each arrives fresh: its
+    whole work, or its predicted length without a profile."""
     since = now - timedelta(seconds=ARRIVAL_WINDOW_SECONDS)
-    recent = [job for job in given.jobs if job.submit_time >= since.timestamp()]
-    horizon = 86_400.0
-    return [sample_arrivals(recent, ARRIVAL_WINDOW_SECONDS, now.timestamp(), horizon, seed) for seed in range(samples)]
+    rows = list(Job.objects.filter(submitted_at__gte=since).order_by("-submitted_at", "-id")
+                .values(*FEATURE_FIELDS, "workload_profile", "total_work", "max_gpus", "batch_size")[:MAX_RECENT_JOBS])
+    speedup = _speedup(config)
+    lengths = predictor.predict_many([job_features(row) for row in rows])
+    recent = [WorkloadJob(
+        id=f"recent:{row['pk']}", submit_time=row["submitted_at"].timestamp(), tenant=row["tenant__name"],
+        min_gpus=row["min_gpus"], max_gpus=row["max_gpus"], batch_size=row["batch_size"],
+        gpu_type=row["gpu_type"] or None, **_fresh_work(row, snap, length.seconds, speedup),
+    ) for row, length in zip(rows, lengths, strict=True)]
+    return [sample_arrivals(recent, ARRIVAL_WINDOW_SECONDS, now.timestamp(), ARRIVAL_HORIZON_SECONDS, seed)
+            for seed in range(samples)]
+
+
+def _fresh_work(row: Mapping[str, Any], snap: ClusterSnapshot, predicted: float, speedup: float) -> dict[str, Any]:
+    if row["workload_profile"] in snap.profiles:
+        return {"profile": row["workload_profile"], "total_work": row["total_work"] / speedup}
+    return {"profile": None, "total_work": predicted, "expected_seconds": predicted}
 
 
 # --- storing, and why a job's forecast moved ----------------------------------------------

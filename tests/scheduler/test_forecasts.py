@@ -162,3 +162,15 @@ def test_the_runtime_model_is_trained_on_finished_jobs_stored_and_versioned(clus
 
     assert predictor.predict(JobFeatures(tenant="vision", name="short-99")).seconds == 100  # its history
     assert "format" in second.model and "booster" in second.model  # text, not a pickle
+
+
+def test_arrival_samples_store_a_range_around_the_estimate(cluster: Node, tenant: Tenant) -> None:
+    # FIFO: jobs arriving later queue behind B, so every sample starts B when the point forecast does.
+    a = rigid(tenant, "A", 4, 300, 900)
+    rigid(tenant, "B", 2, 50, 500)
+    run_on_all_gpus(a, served=200)
+    row = forecasts.refresh(NOW, samples=3)
+    assert row is not None and row.samples == 3
+    b = estimates()["B"]
+    assert (b.start_p10, b.estimated_start, b.start_p90) == (at(100), at(100), at(100))
+    assert b.finish_p10 is not None and b.finish_p10 <= b.estimated_finish <= b.finish_p90
