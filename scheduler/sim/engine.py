@@ -16,6 +16,10 @@ restart delays.
 
 With the Pollux artifact's measurements (``grad_curves``, ``step_times``), jobs run as the
 artifact's simulator runs them instead: execution.py, the executor model.
+
+A simulation starts at 0 on an idle cluster, or from a ``StartState`` (a forecast: the clock of the
+live cluster or of a replay's checkpoint, jobs running on their GPUs with their progress, the policy's
+memory); ``on_checkpoint`` hands out such states as a replay passes them (the forecast backtest).
 """
 
 from __future__ import annotations
@@ -322,6 +326,9 @@ class _Engine:
         self.state = start.policy_state
         if not (start.running or start.progress):
             return  # nothing ran before: jobs arrive through the loop, after the idle cluster's power plan
+        held_gpus = [gpu for held in start.running.values() for gpu in held.gpus]
+        if len(set(held_gpus)) != len(held_gpus):
+            raise ValueError("a GPU is held by two running jobs at the start")
         self._admit_arrivals()
         for job_id, held in start.running.items():
             run = self.active.get(job_id)

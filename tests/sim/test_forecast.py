@@ -74,3 +74,6 @@ def test_an_unknown_gpu_or_job_in_the_start_state_is_refused() -> None:
         forecast(given(jobs, StartState(NOW, {"A": RunningJob(("nowhere",), 800.0)})), get_policy("fifo"))
     with pytest.raises(ValueError, match="not in the workload"):
         forecast(given(jobs, StartState(NOW, {"Z": RunningJob(("n0-g0",), 800.0)})), get_policy("fifo"))
+    with pytest.raises(ValueError, match="held by two"):
+        both = {"A": RunningJob(("n0-g0",), 800.0), "B": RunningJob(("n0-g0",), 800.0)}
+        forecast(given(jobs, StartState(NOW, both)), get_policy("fifo"))
