@@ -32,6 +32,7 @@ from .bulk import update_many
 from .core.policy import get_policy
 from .core.types import ClusterSnapshot, JobInfo
 from .models import (
+    QUEUED_STATES,
     SCHEDULABLE_STATES,
     ExecutorKind,
     Forecast,
@@ -305,7 +306,7 @@ def frees_text(row: JobForecast, visible_job_ids: set[int] | None = None) -> str
     ``visible_job_ids`` (the viewer's) holds it, or for staff (None): tenants see only their own jobs."""
     if row.estimated_start is None or row.after_job_id is None:
         return ""
-    when = timezone.localtime(row.estimated_start).strftime("%H:%M")
+    when = clock(row.estimated_start)
     if visible_job_ids is None or row.after_job_id in visible_job_ids:
         name = row.after_job.name if row.after_job else "?"
         who = f"job {name} (#{row.after_job_id})"
@@ -356,7 +357,15 @@ class _Why:
 
 def _duration(seconds: float) -> str:
     minutes = round(seconds / 60)
-    return f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes / 60:.1f} h" if minutes < 48 * 60 else f"{minutes / 1440:.0f} days"
+
+
+def clock(at: datetime, now: datetime | None = None) -> str:
+    """A moment as a person reads it: '10:40' today (local time), 'Dec 24 10:40' on another day."""
+    local, today = timezone.localtime(at), timezone.localtime(now or timezone.now()).date()
+    return f"{local:%H:%M}" if local.date() == today else f"{local:%b %d %H:%M}"
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -367,9 +376,11 @@ def latest_for(job_ids: Iterable[int]) -> dict[int, JobForecast]:
     latest = Forecast.objects.first()
     if latest is None:
         return {}
-    rows = JobForecast.objects.filter(forecast=latest, job_id__in=list(job_ids)).select_related("forecast",
-                                                                                                "after_job")
-    return {row.job_id: row for row in rows}
+    rows = JobForecast.objects.filter(forecast=latest, job_id__in=list(job_ids))
+    return {row.job_id: row for row in rows.select_related("forecast", "job", "after_job")}
+
+
+NOT_WITHIN = f"not within {HORIZON_SECONDS / 86_400:.0f} days"  # the forecast's horizon
 
 
 def starts_in(row: JobForecast | None, now: datetime | None = None) -> str:
@@ -386,14 +397,15 @@ def starts_in(row: JobForecast | None, now: datetime | None = None) -> str:
 
 def describe(row: JobForecast, visible_job_ids: set[int] | None = None) -> str:
     """A job's estimate in words, for its admin page and the pages: start, finish, ranges, why, as of when."""
-    local = timezone.localtime
     parts = []
+    if row.estimated_start is None and row.job.state in QUEUED_STATES:
+        parts.append(NOT_WITHIN)
     if row.estimated_start is not None:
-        parts.append(f"{starts_in(row)}, at ~{local(row.estimated_start):%H:%M}")
+        parts.append(f"{starts_in(row)}, at ~{clock(row.estimated_start)}")
     if row.estimated_finish is not None:
-        finish = f"ends ~{local(row.estimated_finish):%Y-%m-%d %H:%M}"
+        finish = f"ends ~{clock(row.estimated_finish)}"
         if row.finish_p10 is not None and row.finish_p90 is not None:
-            finish += f" (p10–p90 {local(row.finish_p10):%H:%M}–{local(row.finish_p90):%H:%M})"
+            finish += f" (p10–p90 {clock(row.finish_p10)}–{clock(row.finish_p90)})"
         parts.append(finish)
     else:
         parts.append("no finish within the forecast")
@@ -401,4 +413,4 @@ def describe(row: JobForecast, visible_job_ids: set[int] | None = None) -> str:
         parts.append(frees)
     if row.moved_because:
         parts.append(f"moved {row.moved_because}")
-    return "; ".join(parts) + f" (as of {local(row.forecast.made_at):%H:%M:%S})"
+    return "; ".join(parts) + f" (as of {timezone.localtime(row.forecast.made_at):%H:%M:%S})"

@@ -8,7 +8,7 @@ from datetime import datetime
 from django.contrib.auth.models import AnonymousUser, User
 from django.utils import timezone
 
-from scheduler.forecasts import frees_text, latest_for, starts_in
+from scheduler.forecasts import NOT_WITHIN, frees_text, latest_for, starts_in
 from scheduler.models import QUEUED_STATES, Forecast, Job
 
 Viewer = User | AnonymousUser
@@ -54,8 +54,9 @@ def waiting_forecast(user: Viewer, now: datetime, limit: int = 10) -> WaitingFor
     for job in sorted(waiting, key=soonest)[:limit]:
         row = estimates.get(job.pk)
         gpus = f"{job.min_gpus}" if job.min_gpus == job.max_gpus else f"{job.min_gpus}–{job.max_gpus}"
+        starts = starts_in(row, now) or (NOT_WITHIN if row else "no forecast yet")
         rows.append(WaitingEstimate(
-            f"{job.name} #{job.pk}", job.tenant.name, gpus, starts_in(row, now) or "not within the forecast",
+            f"{job.name} #{job.pk}", job.tenant.name, gpus, starts,
             frees_text(row, visible) if row else "", row.moved_because if row else "",
         ))
     return WaitingForecast(latest.made_at, latest.policy, rows)

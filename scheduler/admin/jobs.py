@@ -11,13 +11,12 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
-from django.utils import timezone
 from django.utils.html import format_html_join
 
 from .. import services
 from ..core.fitted_profiles import FITTED_PROFILES
 from ..executors import files
-from ..forecasts import describe, frees_text, latest_for, starts_in
+from ..forecasts import NOT_WITHIN, clock, describe, frees_text, latest_for, starts_in
 from ..models import (
     Allocation,
     Forecast,
@@ -103,7 +102,8 @@ class JobAdmin(admin.ModelAdmin):
         latest = Forecast.objects.values_list("pk", flat=True).first()
         estimates = JobForecast.objects.filter(job=OuterRef("pk"), forecast_id=latest or 0)
         return super().get_queryset(request).annotate(
-            held=open_allocations, forecast_start=Subquery(estimates.values("estimated_start")[:1]),
+            held=open_allocations, forecast_made=Subquery(estimates.values("pk")[:1]),
+            forecast_start=Subquery(estimates.values("estimated_start")[:1]),
             forecast_p90=Subquery(estimates.values("start_p90")[:1]),
             forecast_finish=Subquery(estimates.values("estimated_finish")[:1]),
             forecast_after_job=Subquery(estimates.values("after_job_id")[:1]),
@@ -141,7 +141,9 @@ class JobAdmin(admin.ModelAdmin):
         if job.state in (JobState.PENDING, JobState.PREEMPTED) and start is not None:
             return starts_in(self._estimate_of(job))
         if job.state in (JobState.RUNNING, JobState.RESCALING) and finish is not None:
-            return f"ends ~{timezone.localtime(finish):%H:%M}"
+            return f"ends ~{clock(finish)}"
+        if getattr(job, "forecast_made", None) and job.state in (JobState.PENDING, JobState.PREEMPTED):
+            return NOT_WITHIN
         return ""
 
     @admin.display(description="forecast")

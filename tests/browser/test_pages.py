@@ -42,8 +42,10 @@ FITS = """() => {
 
 
 def test_admin_lists_fit_1366_pixels(staff_page, live_server, dashboard_data, staff_user) -> None:  # type: ignore[no-untyped-def]
+    from scheduler import forecasts
     from scheduler.models import WhatIfRun
     from scheduler.sim.scenario import Scenario
+    assert forecasts.refresh(force=True) is not None  # the job list's estimate column filled
     WhatIfRun.objects.create(scenario=Scenario(trace="pollux/workload-6.csv").as_dict(), created_by=staff_user,
                              progress=0.4)
     staff_page.set_viewport_size({"width": 1366, "height": 768})
