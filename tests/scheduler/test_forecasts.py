@@ -174,3 +174,20 @@ def test_arrival_samples_store_a_range_around_the_estimate(cluster: Node, tenant
     b = estimates()["B"]
     assert (b.start_p10, b.estimated_start, b.start_p90) == (at(100), at(100), at(100))
     assert b.finish_p10 is not None and b.finish_p10 <= b.estimated_finish <= b.finish_p90
+
+
+def test_a_new_job_that_goes_first_is_the_reason_a_start_moved(cluster: Node, tenant: Tenant) -> None:
+    # qssf, by predicted GPU-time: W (4 GPUs × 1000 s) would start when A ends, at +2800. N (4 × 900 s) arrives
+    # and goes first, so W starts 900 s later, at +3700: a new job, not named (it may be another tenant's).
+    settings = scheduler_settings()
+    settings.policy = "qssf"
+    settings.save()
+    a = rigid(tenant, "A", 4, 3000, 900)
+    rigid(tenant, "W", 4, 1000, 100)
+    run_on_all_gpus(a, served=200)
+    forecasts.refresh(NOW)
+    assert estimates()["W"].estimated_start == at(2800)
+    rigid(tenant, "N", 4, 900, 0)
+    forecasts.refresh(NOW)
+    assert (estimates()["N"].estimated_start, estimates()["W"].estimated_start) == (at(2800), at(3700))
+    assert estimates()["W"].moved_because == "later by 15 min: 1 new job goes ahead of it"
