@@ -42,6 +42,7 @@ from .models import (
     PolicyState,
     RuntimeModel,
     SchedulerSettings,
+    Tenant,
 )
 from .rounds import build_snapshot, scheduler_settings
 from .sim.engine import RunningJob, SimConfig, StartState
@@ -301,14 +302,15 @@ def _freed_gpus(estimate: Estimate) -> str:
                      for kind, count in sorted(estimate.after_gpus.items()))
 
 
-def frees_text(row: JobForecast, visible_job_ids: set[int] | None = None) -> str:
-    """'24 A100s free at ~10:40, when job X (#7) finishes' for a waiting job; the other job named only when
-    ``visible_job_ids`` (the viewer's) holds it, or for staff (None): tenants see only their own jobs."""
+def frees_text(row: JobForecast, tenant_ids: set[int] | None = None) -> str:
+    """'24 A100s free at ~10:40, when job X (#7) finishes' for a waiting job; the other job named only when it
+    belongs to one of ``tenant_ids`` (the viewer's), or for staff (None): tenants see only their own jobs."""
     if row.estimated_start is None or row.after_job_id is None:
         return ""
     when = clock(row.estimated_start)
-    if visible_job_ids is None or row.after_job_id in visible_job_ids:
-        name = row.after_job.name if row.after_job else "?"
+    after = row.after_job
+    if after is not None and (tenant_ids is None or after.tenant_id in tenant_ids):
+        name = after.name
         who = f"job {name} (#{row.after_job_id})"
     else:
         who = "another tenant's job"
@@ -371,6 +373,11 @@ def clock(at: datetime, now: datetime | None = None) -> str:
 # --- reading ------------------------------------------------------------------------------
 
 
+def visible_tenant_ids(user: Any) -> set[int] | None:
+    """The tenants whose jobs ``user`` may see named in another job's estimate; None for staff (all)."""
+    return None if user.is_staff else set(Tenant.objects.visible_to(user).values_list("pk", flat=True))
+
+
 def latest_for(job_ids: Iterable[int]) -> dict[int, JobForecast]:
     """Each job's estimate in the latest forecast (with its ``forecast`` loaded for ``made_at``)."""
     latest = Forecast.objects.first()
@@ -395,7 +402,7 @@ def starts_in(row: JobForecast | None, now: datetime | None = None) -> str:
 
 
 
-def describe(row: JobForecast, visible_job_ids: set[int] | None = None) -> str:
+def describe(row: JobForecast, tenant_ids: set[int] | None = None) -> str:
     """A job's estimate in words, for its admin page and the pages: start, finish, ranges, why, as of when."""
     parts = []
     if row.estimated_start is None and row.job.state in QUEUED_STATES:
@@ -409,7 +416,7 @@ def describe(row: JobForecast, visible_job_ids: set[int] | None = None) -> str:
         parts.append(finish)
     else:
         parts.append("no finish within the forecast")
-    if frees := frees_text(row, visible_job_ids):
+    if frees := frees_text(row, tenant_ids):
         parts.append(frees)
     if row.moved_because:
         parts.append(f"moved {row.moved_because}")

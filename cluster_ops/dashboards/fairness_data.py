@@ -33,14 +33,13 @@ from django.utils import timezone
 
 from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.types import JobInfo
-from scheduler.forecasts import frees_text, latest_for, starts_in
+from scheduler.forecasts import frees_text, latest_for, starts_in, visible_tenant_ids
 from scheduler.models import ACTIVE_STATES, QUEUED_STATES, Allocation, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, fair_share_seconds, ftf_values, jain_index, percentile
 from scheduler.sim.records import JobOutcome
 from telemetry.queries import gpus_held_by_tenant, utilisation
 from telemetry.rollups import HOURS, floor
 
-from .forecast_data import visible_job_ids
 from .jobs_data import INFO_FIELDS, job_info, speed_memo, speed_snapshot, visible_jobs
 
 Viewer = User | AnonymousUser
@@ -246,7 +245,7 @@ def explain_pending(user: Viewer, job_id: int, now: datetime, limit: int = 10) -
         job.pk, f"{job.name} #{job.pk}", job.tenant.name, job.state, _wants(job), now - job.submitted_at,
         queue.index(job.pk) + 1, len(queue), job.pending_reason or "not considered by a round yet",
         holders_of(job.gpu_type, visible, limit), starts_in(estimate, now),
-        frees_text(estimate, visible_job_ids(user)) if estimate else "", estimate.moved_because if estimate else "",
+        frees_text(estimate, visible_tenant_ids(user)) if estimate else "", estimate.moved_because if estimate else "",
     )
 
 

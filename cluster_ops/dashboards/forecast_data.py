@@ -8,7 +8,7 @@ from datetime import datetime
 from django.contrib.auth.models import AnonymousUser, User
 from django.utils import timezone
 
-from scheduler.forecasts import NOT_WITHIN, frees_text, latest_for, starts_in
+from scheduler.forecasts import NOT_WITHIN, frees_text, latest_for, starts_in, visible_tenant_ids
 from scheduler.models import QUEUED_STATES, Forecast, Job
 
 Viewer = User | AnonymousUser
@@ -31,11 +31,6 @@ class WaitingForecast:
     jobs: list[WaitingEstimate]
 
 
-def visible_job_ids(user: Viewer) -> set[int] | None:
-    """The jobs whose names the viewer may read in another's estimate; None for staff (all)."""
-    return None if user.is_staff else set(Job.objects.visible_to(user).values_list("pk", flat=True))
-
-
 def waiting_forecast(user: Viewer, now: datetime, limit: int = 10) -> WaitingForecast:
     """The viewer's waiting jobs by estimated start, soonest first (those without an estimate last)."""
     latest = Forecast.objects.first()
@@ -49,7 +44,7 @@ def waiting_forecast(user: Viewer, now: datetime, limit: int = 10) -> WaitingFor
         row = estimates.get(job.pk)
         return (row.estimated_start if row and row.estimated_start else far), job.pk
 
-    visible = visible_job_ids(user)
+    visible = visible_tenant_ids(user)
     rows = []
     for job in sorted(waiting, key=soonest)[:limit]:
         row = estimates.get(job.pk)

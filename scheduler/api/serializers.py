@@ -13,7 +13,7 @@ from rest_framework import serializers
 from .. import bounds
 from ..bounds import PRIORITY_RANGE
 from ..core.fitted_profiles import FITTED_PROFILES
-from ..forecasts import frees_text, latest_for
+from ..forecasts import frees_text, latest_for, visible_tenant_ids
 from ..models import FINISHED_STATES, QUEUED_STATES, Job, JobForecast, Tenant
 
 JOB_FIELDS = [
@@ -75,15 +75,14 @@ class JobSerializer(serializers.ModelSerializer):
         read_only_fields = fields
         list_serializer_class = _JobListSerializer
 
-    def _visible(self, job: Job) -> set[int] | None:
-        """Jobs whose names the requesting user may read in another job's estimate (None: all, staff)."""
+    def _tenants(self) -> set[int] | None:
+        """The tenants whose jobs the requesting user may see named in an estimate (None: all, staff)."""
         request = self.context.get("request")
         if request is None or request.user.is_staff:
             return None
-        known = self.context.get("visible_jobs")
+        known = self.context.get("tenant_ids")
         if known is None:
-            known = self.context["visible_jobs"] = set(  # type: ignore[index]
-                Job.objects.visible_to(request.user).values_list("pk", flat=True))
+            known = self.context["tenant_ids"] = visible_tenant_ids(request.user)  # type: ignore[index]
         return known
 
     def _forecast(self, job: Job) -> JobForecast | None:
@@ -109,7 +108,7 @@ class JobSerializer(serializers.ModelSerializer):
             return None
         return {"as_of": _iso(row.forecast.made_at), "start_p10": _iso(row.start_p10), "start_p90": _iso(row.start_p90),
                 "finish_p10": _iso(row.finish_p10), "finish_p90": _iso(row.finish_p90),
-                "after": frees_text(row, self._visible(job)),
+                "after": frees_text(row, self._tenants()),
                 "moved_because": row.moved_because}
 
 

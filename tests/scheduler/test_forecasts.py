@@ -65,7 +65,7 @@ def test_forecast_of_a_database_queue_worked_by_hand(cluster: Node, tenant: Tena
     assert (got["D"].estimated_start, got["D"].estimated_finish) == (at(180), at(190))
     frees = forecasts.frees_text(got["D"])
     assert frees.startswith("2 A100s free at ~") and frees.endswith(f"when job C (#{c.pk}) finishes")
-    redacted = forecasts.frees_text(got["D"], visible_job_ids={got["D"].job_id})  # a tenant that cannot see C
+    redacted = forecasts.frees_text(got["D"], tenant_ids={tenant.pk + 1})  # a viewer of another tenant only
     assert redacted.endswith("when another tenant's job finishes")
     assert forecasts.starts_in(got["D"], NOW) == "starts in ~3 min"
     assert Job.objects.get(name="B").predicted_seconds == 50  # the owner's estimate, stored for policies
@@ -191,3 +191,20 @@ def test_a_new_job_that_goes_first_is_the_reason_a_start_moved(cluster: Node, te
     forecasts.refresh(NOW)
     assert (estimates()["N"].estimated_start, estimates()["W"].estimated_start) == (at(2800), at(3700))
     assert estimates()["W"].moved_because == "later by 15 min: 1 new job goes ahead of it"
+
+
+def test_a_tenant_never_reads_another_tenants_job_in_an_estimate(cluster: Node, tenant: Tenant,
+                                                                other_tenant: Tenant) -> None:
+    from django.contrib.auth.models import User
+
+    a = rigid(other_tenant, "secret-project", 4, 300, 900)
+    b = rigid(tenant, "B", 2, 50, 500)
+    run_on_all_gpus(a, served=200)
+    forecasts.refresh(NOW)
+    member = User.objects.create_user("vision-member")
+    tenant.members.add(member)
+    client = Client()
+    client.force_login(member)
+    seen = client.get(f"/api/jobs/{b.pk}/").json()
+    assert seen["estimate"]["after"].endswith("when another tenant's job finishes")
+    assert "secret-project" not in client.get("/api/jobs/").content.decode()
