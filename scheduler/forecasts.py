@@ -10,8 +10,7 @@ Clock and units. Forecasts run on the wall clock (epoch seconds), so the policy'
 ``simulated_speedup`` times faster than the wall, a job's work and the restart delay are divided by the
 speed-up. A job without a profile runs its predicted service seconds (``runtime_predictor``).
 
-The runtime model is trained by beat (``scheduler.train_runtimes``, hourly) on the finished jobs without a
-profile, stored as a new ``RuntimeModel`` version (LightGBM's text), the last ``KEEP_MODELS`` kept.
+The runtime predictor and its stored models: ``scheduler.runtime_models``.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,101 +37,28 @@ from .models import (
     Forecast,
     Job,
     JobForecast,
-    JobState,
     PolicyState,
-    RuntimeModel,
     SchedulerSettings,
     Tenant,
 )
 from .rounds import build_snapshot, scheduler_settings
-from .sim.engine import RunningJob, SimConfig, StartState
+from .runtime_models import FEATURE_FIELDS, job_features, runtime_predictor
+from .sim.engine import SimConfig
 from .sim.forecast import Estimate, ForecastInput, forecast, predicted_rigid, sample_arrivals
 from .sim.records import WorkloadJob
-from .sim.runtimes import JobFeatures, RuntimePredictor
+from .sim.runtimes import RuntimePredictor
+from .sim.start import RunningJob, StartState
 
 logger = logging.getLogger(__name__)
 
 FORECAST_TASK = "scheduler.forecast"
-TRAIN_TASK = "scheduler.train_runtimes"
 REFRESH_ROUNDS = 5  # a forecast at least every this many round intervals, even when nothing changed
 KEEP_FORECASTS = 20
-KEEP_MODELS = 5
-HISTORY_JOBS = 20_000  # finished jobs a predictor learns from: the most recent
 HORIZON_SECONDS = 30 * 86_400.0  # a forecast looks this far ahead at most: bounded work whatever the queue
 MOVED_SECONDS = 600.0  # a start that moved by more than this (and by a quarter of the wait) says why
 ARRIVAL_WINDOW_SECONDS = 3 * 86_400.0  # arrivals are sampled from the jobs submitted in the last three days
 ARRIVAL_HORIZON_SECONDS = 86_400.0  # ... for the next day (a sample's run stops at 3 × the point forecast's end)
 MAX_RECENT_JOBS = 5_000  # the most recent of them: bounded whatever the rate
-
-
-# --- the predictor ------------------------------------------------------------------------
-
-
-def job_features(row: Mapping[str, Any]) -> JobFeatures:
-    """A job row (``FEATURE_FIELDS``) as the runtime predictor reads it."""
-    submitted = row["submitted_at"]
-    return JobFeatures(
-        owner=row["owner__username"] or "", tenant=row["tenant__name"], name=row["name"], command=row["command"],
-        gpu_type=row["gpu_type"], gpus=row["min_gpus"], submit_hour=timezone.localtime(submitted).hour,
-        expected_seconds=row["expected_seconds"],
-    )
-
-
-FEATURE_FIELDS = ("pk", "owner__username", "tenant__name", "name", "command", "gpu_type", "min_gpus",
-                  "submitted_at", "expected_seconds", "attained_gpu_seconds")
-
-
-def _finished_without_profile() -> list[dict[str, Any]]:
-    """The most recent succeeded jobs that ran without a profile, oldest first, with their service seconds."""
-    from .core.fitted_profiles import FITTED_PROFILES
-
-    rows = list(Job.objects.filter(state=JobState.SUCCEEDED, fitted_model__isnull=True)
-                .exclude(workload_profile__in=list(FITTED_PROFILES))
-                .order_by("-finished_at", "-id").values(*FEATURE_FIELDS)[:HISTORY_JOBS])
-    return rows[::-1]
-
-
-def runtime_predictor() -> tuple[RuntimePredictor, int | None]:
-    """The predictor with the history of finished jobs and the latest stored model; and that model's version."""
-    predictor = RuntimePredictor()
-    for row in _finished_without_profile():
-        predictor.observe(job_features(row), row["attained_gpu_seconds"] / row["min_gpus"])
-    latest = RuntimeModel.objects.first()
-    if latest is not None and predictor.load_text(latest.model):
-        return predictor, latest.pk
-    return predictor, None
-
-
-def train_runtime_model(now: datetime | None = None) -> RuntimeModel | None:
-    """Fit a new model on the finished jobs without a profile and store it as the next version; None when too
-    few jobs have finished. Its validation error is measured on the newest fifth, with a model of the rest."""
-    rows = _finished_without_profile()
-    samples = [(job_features(row), row["attained_gpu_seconds"] / row["min_gpus"]) for row in rows]
-    held_out = samples[len(samples) * 4 // 5:]
-    validation = _validation_error(samples[: len(samples) * 4 // 5], held_out)
-    predictor = RuntimePredictor()
-    for features, seconds in samples:
-        predictor.observe(features, seconds)
-    if not predictor.fit():
-        return None
-    with transaction.atomic():
-        model = RuntimeModel.objects.create(trained_at=now or timezone.now(), samples=len(samples),
-                                            validation_mae_s=validation, model=predictor.to_text())
-        stale = list(RuntimeModel.objects.values_list("pk", flat=True)[KEEP_MODELS:])
-        RuntimeModel.objects.filter(pk__in=stale).delete()
-    return model
-
-
-def _validation_error(train: Sequence[tuple[JobFeatures, float]], test: Sequence[tuple[JobFeatures, float]]
-                      ) -> float | None:
-    predictor = RuntimePredictor()
-    for features, seconds in train:
-        predictor.observe(features, seconds)
-    if not test or not predictor.fit():
-        return None
-    predicted = predictor.predict_many([features for features, _ in test])
-    errors = sorted(abs(p.seconds - seconds) for p, (_, seconds) in zip(predicted, test, strict=True))
-    return errors[len(errors) // 2]
 
 
 # --- the forecast -------------------------------------------------------------------------

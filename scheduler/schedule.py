@@ -17,9 +17,10 @@ from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from .core.policy import policy_names
-from .forecasts import FORECAST_TASK, TRAIN_TASK
+from .forecasts import FORECAST_TASK
 from .models import SchedulerSettings, SettingsChange
 from .rounds import ROUND_TASK, scheduler_settings
+from .runtime_models import TRAIN_TASK
 
 ROUND_SCHEDULE_NAME = "scheduling-round"
 FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME = "forecast", "train-runtime-model"

@@ -4,7 +4,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from . import agent, demo, forecasts, rounds, whatif
+from . import agent, demo, forecasts, rounds, runtime_models, whatif
 from .executors.local import APPLY_TASK, POLL_TASK
 
 RECOVER_TASK = "scheduler.recover_whatifs"
@@ -71,9 +71,9 @@ def forecast() -> int | None:
     return row.pk if row else None
 
 
-@shared_task(name=forecasts.TRAIN_TASK, ignore_result=True, soft_time_limit=settings.FORECAST_TIME_LIMIT_SECONDS,
+@shared_task(name=runtime_models.TRAIN_TASK, ignore_result=True, soft_time_limit=settings.FORECAST_TIME_LIMIT_SECONDS,
              time_limit=settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
 def train_runtimes() -> int | None:
     """Train the next runtime model on the finished jobs (beat, hourly); its version, or None (too few jobs)."""
-    model = forecasts.train_runtime_model()
+    model = runtime_models.train_runtime_model()
     return model.pk if model else None

@@ -18,6 +18,8 @@ from ..core.fitted_profiles import FITTED_PROFILES
 from ..executors import files
 from ..forecasts import NOT_WITHIN, clock, describe, frees_text, latest_for, starts_in
 from ..models import (
+    ACTIVE_STATES,
+    QUEUED_STATES,
     Allocation,
     Forecast,
     Job,
@@ -120,7 +122,7 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="why pending", ordering="pending_reason")
     def why_pending(self, job: Job) -> str:
-        if job.state not in (JobState.PENDING, JobState.PREEMPTED):
+        if job.state not in QUEUED_STATES:
             return ""
         after = frees_text(self._estimate_of(job))
         return shorten(f"{job.pending_reason}; {after}" if after else job.pending_reason)
@@ -138,11 +140,11 @@ class JobAdmin(admin.ModelAdmin):
     def estimate(self, job: Job) -> str:
         """'starts in ~12 min (p90 25 min)' for a waiting job, 'ends ~10:40' for a running one (latest forecast)."""
         start, finish = getattr(job, "forecast_start", None), getattr(job, "forecast_finish", None)
-        if job.state in (JobState.PENDING, JobState.PREEMPTED) and start is not None:
+        if job.state in QUEUED_STATES and start is not None:
             return starts_in(self._estimate_of(job))
-        if job.state in (JobState.RUNNING, JobState.RESCALING) and finish is not None:
+        if job.state in ACTIVE_STATES and finish is not None:
             return f"ends ~{clock(finish)}"
-        if getattr(job, "forecast_made", None) and job.state in (JobState.PENDING, JobState.PREEMPTED):
+        if getattr(job, "forecast_made", None) and job.state in QUEUED_STATES:
             return NOT_WITHIN
         return ""
 

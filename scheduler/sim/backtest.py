@@ -33,10 +33,11 @@ import numpy as np
 from scheduler.core.policy import Policy
 from scheduler.core.types import NodeInfo, TenantInfo
 
-from .engine import Checkpoint, SimConfig, simulate
+from .engine import SimConfig, simulate
 from .forecast import ForecastInput, forecast, predicted_rigid
 from .records import WorkloadJob
-from .runtimes import OnlineEstimator, workload_features
+from .runtimes import OnlineEstimator, estimator_for, workload_features
+from .start import Checkpoint
 
 TEN_MINUTES = 600.0
 REQUEST_FACTOR = 2.0  # the requested time of the Slurm-style baseline: twice the true duration
@@ -98,7 +99,7 @@ def backtest(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], polic
     """
     profiles, config, execution = profiles or {}, config or SimConfig(), execution or {}
     truth = simulate(workload, nodes, policy_factory(), tenants=tenants, profiles=profiles, config=config,
-                     estimator=_estimator_for(policy_factory()), **execution)
+                     estimator=estimator_for(policy_factory()), **execution)
     actual = {job.id: (job.start_time, job.finish_time) for job in truth.jobs}
     durations = {job.id: job.finish_time - job.start_time for job in truth.jobs
                  if job.start_time is not None and job.finish_time is not None}
@@ -133,10 +134,6 @@ def _forecast_config(config: SimConfig) -> SimConfig:
     per-model delays or speed calibrations."""
     return SimConfig(round_seconds=config.round_seconds, restart_seconds=config.restart_seconds,
                      charge_first_start=config.charge_first_start)
-
-
-def _estimator_for(policy: Policy) -> OnlineEstimator | None:
-    return OnlineEstimator() if getattr(policy, "predicts_runtimes", False) else None
 
 
 def _forecast_input(point: Checkpoint, estimator: OnlineEstimator, nodes: tuple[NodeInfo, ...],

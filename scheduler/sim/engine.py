@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from scheduler.core.cycle import Action, CycleConfig, Decision, run_cycle
 from scheduler.core.policy import Policy
@@ -41,78 +41,15 @@ from scheduler.core.types import ClusterSnapshot, NodeInfo, PolicyState, TenantI
 from .execution import Execution
 from .grad_curves import GradCurves
 from .job_run import JobRun
+from .limits import MAX_SIMULATED_SECONDS, refuse_endless
 from .metrics import fair_share_seconds
 from .powerdown import NodePower, PowerDownConfig
 from .records import JobOutcome, SimulationResult, WorkloadJob
+from .start import Checkpoint, CheckpointCallback, RunningJob, RuntimeEstimator, StartState
 from .step_times import StepTimes
 from .usage import UsageRecorder
 
 ProgressCallback = Callable[[int, int], None]  # (jobs finished, jobs in the workload)
-# No simulation runs past this simulated time: a year and a half covers every public trace (Philly's is ~3 months)
-# with room for queueing, and bounds a what-if's work whatever the workload says (issue 13: 1e308 work ran forever).
-MAX_SIMULATED_SECONDS = 550 * 86_400.0
-
-
-class WorkloadTooLong(ValueError):
-    """A job that could not finish within ``MAX_SIMULATED_SECONDS`` even alone on the cluster's fastest GPUs."""
-
-    def __init__(self, job_id: str, seconds: float) -> None:
-        days = "forever" if not math.isfinite(seconds) else f"{seconds / 86_400:,.0f} simulated days"
-        super().__init__(f"job {job_id!r} cannot finish within {MAX_SIMULATED_SECONDS / 86_400:.0f} simulated days "
-                         f"even alone on the whole cluster ({days}): its total work is too large for this cluster")
-        self.job_id = job_id
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """The simulation at one moment, as a forecast would start from it (``simulate``'s ``on_checkpoint``)."""
-
-    start: StartState
-    jobs: tuple[WorkloadJob, ...]  # the active jobs (submitted, unfinished)
-    finished: Mapping[str, tuple[float, float]]  # job id → (first start, finish) of the jobs done by then
-
-
-CheckpointCallback = Callable[[Checkpoint], None]
-
-
-class RuntimeEstimator(Protocol):
-    """Predicts the service seconds of jobs without a profile as they arrive, learning from those that finish
-    (sim/runtimes.py ``OnlineEstimator``): what a policy without an oracle (qssf) knows of a job's length."""
-
-    def estimate(self, spec: WorkloadJob, now: float) -> float: ...
-
-    def finished(self, spec: WorkloadJob, service_seconds: float) -> None: ...
-
-
-@dataclass(frozen=True)
-class RunningJob:
-    """A job already holding GPUs when a simulation starts (a forecast from a live or simulated state)."""
-
-    gpus: tuple[str, ...]
-    started_at: float  # its first start
-    progress: float = 0.0  # work done, in its ``WorkloadJob.total_work`` units
-    attained_gpu_seconds: float = 0.0
-    restart_until: float = 0.0  # paying a restart delay until then: no progress
-    restarts: int = 0
-    batch_size: int | None = None  # the global batch it trains at, when a policy chose one
-
-
-@dataclass(frozen=True)
-class StartState:
-    """Where a simulation starts: its clock, the jobs running then, the progress of those waiting, the policy's
-    memory. Every job of the workload submitted by ``now`` is active from the first event; later ones arrive.
-
-    A running job's outcome keeps its ``started_at``; a waiting one's ``start_time`` is when it (re)starts in
-    this simulation, and one that ran before (``progress`` > 0) pays the restart delay then.
-    """
-
-    now: float
-    running: Mapping[str, RunningJob] = field(default_factory=dict)
-    progress: Mapping[str, float] = field(default_factory=dict)  # waiting jobs that ran before (preempted)
-    attained_gpu_seconds: Mapping[str, float] = field(default_factory=dict)  # ... and the GPU-time they had
-    policy_state: PolicyState | None = None
-
-
 @dataclass(frozen=True)
 class SimConfig:
     round_seconds: float = 60.0
@@ -181,30 +118,6 @@ def simulate(
     return engine.run()
 
 
-def _refuse_endless(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...],
-                    profiles: Mapping[str, Mapping[str, Any]], origin: float = 0.0) -> None:
-    """``WorkloadTooLong`` for the first job whose arrival plus its shortest possible run (all the GPUs it may use,
-    on the GPU type where it goes fastest, no restarts) is past ``MAX_SIMULATED_SECONDS``. A job that fits no GPU
-    type at all is the round's to set aside (it ends the run unfinished), not refused here."""
-    by_type = Counter(node.gpu_type for node in nodes for _ in node.gpus)
-    snapshots = {kind: ClusterSnapshot(0.0, tuple(n for n in nodes if n.gpu_type == kind), (), (), profiles)
-                 for kind in by_type}
-    for spec in workload:
-        fastest = max((_alone_speed(spec, snap, by_type[kind]) for kind, snap in snapshots.items()), default=0.0)
-        if fastest <= 0:
-            continue
-        seconds = spec.total_work / fastest
-        if max(spec.submit_time, origin) - origin + seconds > MAX_SIMULATED_SECONDS:
-            raise WorkloadTooLong(spec.id, seconds)
-
-
-def _alone_speed(spec: WorkloadJob, snap: ClusterSnapshot, gpus_of_type: int) -> float:
-    gpus = min(spec.max_gpus, gpus_of_type)
-    if gpus < spec.min_gpus or (spec.gpu_type and snap.nodes and snap.nodes[0].gpu_type != spec.gpu_type):
-        return 0.0
-    return job_speed(JobRun(spec, 0.0).job_info(0.0), snap, gpus)
-
-
 class _Engine:
     def __init__(
         self, workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...], policy: Policy,
@@ -217,7 +130,7 @@ class _Engine:
         if len(set(ids)) != len(ids):
             raise ValueError("workload job ids must be unique")
         self.start = start or StartState(0.0)
-        _refuse_endless(workload, nodes, profiles, self.start.now)
+        refuse_endless(workload, nodes, profiles, self.start.now)
         self.arrivals = sorted(workload, key=lambda job: (job.submit_time, job.id))
         self.nodes, self.policy, self.tenants, self.config = nodes, policy, tenants, config
         self.static = ClusterSnapshot(0.0, nodes, (), tenants, profiles)

@@ -27,8 +27,9 @@ import numpy as np
 from scheduler.core.policy import Policy
 from scheduler.core.types import NodeInfo, TenantInfo
 
-from .engine import SimConfig, StartState, simulate
+from .engine import SimConfig, simulate
 from .records import JobOutcome, WorkloadJob
+from .start import StartState
 
 ARRIVAL_PREFIX = "arrival:"  # ids of sampled future arrivals, never a real job's
 

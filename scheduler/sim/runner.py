@@ -31,7 +31,7 @@ from .profiles import (
     load_measured_step_times,
 )
 from .records import SimulationResult, WorkloadJob
-from .runtimes import OnlineEstimator
+from .runtimes import estimator_for
 from .scenario import Scenario, ScenarioError
 from .trace_formats import load_trace
 
@@ -85,9 +85,9 @@ def run_scenario(
     profiles = artifact_profiles(FITTED_PROFILES) if scenario.measured_profiles else FITTED_PROFILES
     jobs = workload_for(scenario, elastic)
     jobs = artifact_jobs(jobs, scenario.policy) if scenario.measured_profiles else jobs
-    estimator = OnlineEstimator() if getattr(policy, "predicts_runtimes", False) else None
     result = simulate(jobs, nodes, policy, tenants=tenants, profiles=profiles, config=config,
-                      on_progress=on_progress, grad_curves=curves, step_times=step_times, estimator=estimator)
+                      on_progress=on_progress, grad_curves=curves, step_times=step_times,
+                      estimator=estimator_for(policy))
     result = dataclasses.replace(result, power_cap_fraction=caps[0], power_caps_by_type=caps[1])
     return result, summarise(result, power).as_dict()
 

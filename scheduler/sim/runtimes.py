@@ -266,3 +266,9 @@ class OnlineEstimator:
         if count >= MIN_TRAINING and count >= REFIT_GROWTH * self.predictor.trained_on:
             self.predictor.fit()
             self._cache.clear()
+
+
+def estimator_for(policy: object) -> OnlineEstimator | None:
+    """A fresh ``OnlineEstimator`` for a policy that reads predicted lengths (``predicts_runtimes``: qssf), else
+    None: a simulation predicts only for the policies that use it."""
+    return OnlineEstimator() if getattr(policy, "predicts_runtimes", False) else None

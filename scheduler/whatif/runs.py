@@ -34,7 +34,7 @@ from cluster_ops.celery import app as project_celery_app
 from scheduler.models import WhatIfRun, WhatIfStatus, WhatIfSweep
 from scheduler.sim import scenario as scenario_rules
 from scheduler.sim.catalogue import COMPARED
-from scheduler.sim.engine import WorkloadTooLong
+from scheduler.sim.limits import WorkloadTooLong
 from scheduler.sim.runner import Scenario, ScenarioError, run_scenario
 
 from . import traces

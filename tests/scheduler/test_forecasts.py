@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import Client
 
-from scheduler import forecasts, services
+from scheduler import forecasts, runtime_models, services
 from scheduler.models import Allocation, Forecast, Gpu, GpuHealth, Job, JobForecast, JobState, Node, Tenant
 from scheduler.rounds import scheduler_settings
 from scheduler.schedule import FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME, sync_round_schedule
@@ -153,10 +153,10 @@ def test_the_runtime_model_is_trained_on_finished_jobs_stored_and_versioned(clus
         job = rigid(tenant, f"{name}-{n}", 1, 1, 5000)
         Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, attained_gpu_seconds=seconds,
                                              expected_seconds=None, finished_at=NOW)
-    first = forecasts.train_runtime_model(NOW)
-    second = forecasts.train_runtime_model(NOW)
+    first = runtime_models.train_runtime_model(NOW)
+    second = runtime_models.train_runtime_model(NOW)
     assert first is not None and second is not None and second.pk > first.pk and first.samples == 40
-    predictor, version = forecasts.runtime_predictor()
+    predictor, version = runtime_models.runtime_predictor()
     assert version == second.pk
     from scheduler.sim.runtimes import JobFeatures
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.policy import get_policy
-from scheduler.sim.engine import RunningJob, SimConfig, StartState
+from scheduler.sim.engine import SimConfig
 from scheduler.sim.forecast import ForecastInput, forecast, sample_arrivals
 from scheduler.sim.records import WorkloadJob
+from scheduler.sim.start import RunningJob, StartState
 from tests.sim.test_engine import cluster, rigid
 
 NOW = 1000.0
