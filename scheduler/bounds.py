@@ -24,3 +24,4 @@ MAX_GRAD_NOISE_SCALE = 1e12
 MAX_NAME_LENGTH = 200
 MAX_COMMAND_LENGTH = 10_000
 MAX_EXPECTED_SECONDS = 365 * 86_400.0  # a user's estimate of a job's run: at most a year
+MAX_RESTART_SECONDS = 86_400.0  # a checkpoint-restart of at most a day

@@ -15,33 +15,39 @@ The runtime predictor and its stored models: ``scheduler.runtime_models``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
 import math
+import os
+import socket
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from .bulk import update_many
-from .core.policy import get_policy
+from .core.config import SchedulingConfig, build_policy
 from .core.types import ClusterSnapshot, JobInfo
+from .live.config import scheduler_settings, scheduling_config
+from .live.lease import release_lease, take_lease
+from .live.memory import load_round_state
+from .live.snapshot import LiveSnapshot, build_snapshot
 from .models import (
     QUEUED_STATES,
-    SCHEDULABLE_STATES,
     ExecutorKind,
     Forecast,
     Job,
     JobForecast,
-    PolicyState,
     SchedulerSettings,
     Tenant,
 )
-from .rounds import build_snapshot, scheduler_settings
 from .runtime_models import FEATURE_FIELDS, job_features, runtime_predictor
 from .sim.engine import SimConfig
 from .sim.forecast import Estimate, ForecastInput, forecast, predicted_rigid, sample_arrivals
@@ -52,6 +58,9 @@ from .sim.start import RunningJob, StartState
 logger = logging.getLogger(__name__)
 
 FORECAST_TASK = "scheduler.forecast"
+FORECAST_LEASE = "forecast"
+# The columns a forecast reads of each job beyond the round's, in the snapshot's one query.
+FORECAST_FIELDS = (*FEATURE_FIELDS, "started_at", "restart_until", "policy_batch_size")
 REFRESH_ROUNDS = 5  # a forecast at least every this many round intervals, even when nothing changed
 KEEP_FORECASTS = 20
 HORIZON_SECONDS = 30 * 86_400.0  # a forecast looks this far ahead at most: bounded work whatever the queue
@@ -73,68 +82,77 @@ class LiveForecastInput:
 
 
 def refresh(now: datetime | None = None, *, force: bool = False, samples: int = 0) -> Forecast | None:
-    """Make and store a forecast if the last one is stale (module docstring) or ``force``; else None."""
-    now = now or timezone.now()
-    config = scheduler_settings()
-    snap = build_snapshot(now).snap
+    """Make and store a forecast if the last one is stale (module docstring) or ``force``; else None, and None
+    while another forecast is being made: one at a time, under a lease that outlives a forecast's hard limit."""
+    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    if not take_lease(FORECAST_LEASE, holder, settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS):
+        logger.info("forecast skipped: another one is being made")
+        return None
+    try:
+        return _refresh(now or timezone.now(), force, samples)
+    finally:
+        release_lease(FORECAST_LEASE, holder)
+
+
+def _refresh(now: datetime, force: bool, samples: int) -> Forecast | None:
+    row = scheduler_settings()
+    config = scheduling_config(row)
+    live = build_snapshot(now, job_fields=FORECAST_FIELDS)  # the jobs are read once, here
     last = Forecast.objects.first()
-    digest = _digest(snap, config)
-    fresh_for = timedelta(seconds=REFRESH_ROUNDS * config.round_seconds)
+    digest = _digest(live.snap, config, _speedup(row))
+    fresh_for = timedelta(seconds=REFRESH_ROUNDS * row.round_seconds)
     if not force and last is not None and last.digest == digest and now - last.made_at < fresh_for:
         return None
     predictor, version = runtime_predictor()
-    live = live_input(snap, config, predictor, digest)
-    policy = get_policy(config.policy)
-    arrivals = _arrival_samples(now, snap, config, predictor, samples) if samples else []
-    result = forecast(live.given, policy, arrivals)
-    return _store(now, config, live, result.estimates, len(arrivals), result.wall_seconds, version, last)
+    given = live_input(live, config, _speedup(row), predictor, digest)
+    arrivals = _arrival_samples(now, live.snap, row, predictor, samples) if samples else []
+    result = forecast(given.given, build_policy(config), arrivals)
+    return _store(now, row, given, result.estimates, len(arrivals), result.wall_seconds, version, last)
 
 
-def _digest(snap: ClusterSnapshot, config: SchedulerSettings) -> str:
+def _digest(snap: ClusterSnapshot, config: SchedulingConfig, speedup: float) -> str:
     """What a forecast depends on beyond time: the jobs and what they hold, the usable GPUs, the settings."""
     parts = {
         "jobs": sorted((job.id, job.placement, job.expected_seconds or 0.0) for job in snap.jobs),
-        "usable": sorted(snap.index.usable), "settings": _settings_of(config),
+        "usable": sorted(snap.index.usable), "settings": _settings_of(config, speedup),
     }
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
 
-def _settings_of(config: SchedulerSettings) -> dict[str, Any]:
-    return {"policy": config.policy, "round_seconds": config.round_seconds,
-            "restart_seconds": config.restart_seconds, "speedup": _speedup(config)}
+def _settings_of(config: SchedulingConfig, speedup: float) -> dict[str, Any]:
+    return {"policy": config.policy, "policy_config": dict(config.policy_config),
+            "round_seconds": config.round_seconds, "restart_seconds": config.restart_seconds, "speedup": speedup}
 
 
 def _speedup(config: SchedulerSettings) -> float:
     return config.simulated_speedup if config.executor == ExecutorKind.SIMULATED else 1.0
 
 
-def live_input(snap: ClusterSnapshot, config: SchedulerSettings, predictor: RuntimePredictor,
+def live_input(live: LiveSnapshot, config: SchedulingConfig, speedup: float, predictor: RuntimePredictor,
                digest: str = "") -> LiveForecastInput:
     """The snapshot as a forecast's input: work in wall-clock units, jobs without a profile at their predicted
-    length, running jobs on their GPUs with their restart delays, the live policy's memory."""
-    speedup = _speedup(config)
-    # The jobs the snapshot read (build_snapshot): selected by state, not by a list of thousands of ids.
-    rows = {row["pk"]: row for row in Job.objects.filter(state__in=SCHEDULABLE_STATES)
-            .values(*FEATURE_FIELDS, "started_at", "restart_until")}
+    length, running jobs on their GPUs at the policy's batch with their restart delays, the rounds' memory.
+    Everything about the jobs comes from the snapshot's own read (``FORECAST_FIELDS``)."""
+    snap, rows = live.snap, live.rows
     rigid = [job for job in snap.jobs if job.profile is None]
-    predictions = predictor.predict_many([job_features(rows[int(job.id)]) for job in rigid])
+    predictions = predictor.predict_many([job_features(rows[job.id]) for job in rigid])
     predicted = dict(zip((int(job.id) for job in rigid), (p.seconds for p in predictions), strict=True))
     jobs, running, progress, attained = [], {}, {}, {}
     for info in snap.jobs:
-        row = rows[int(info.id)]
+        row = rows[info.id]
         work, done = _work(info, predictor, predicted, speedup)
         jobs.append(work)
         if info.placement:
             started = (row["started_at"] or timezone.now()).timestamp()
             restart_until = row["restart_until"].timestamp() if row["restart_until"] else 0.0
             running[info.id] = RunningJob(info.placement, started, done, info.attained_gpu_seconds, restart_until,
-                                          info.restarts, info.batch_size)
+                                          info.restarts, row["policy_batch_size"])
         elif done > 0:
             progress[info.id], attained[info.id] = done, info.attained_gpu_seconds
-    policy_state = PolicyState.objects.filter(policy=config.policy).values_list("state", flat=True).first()
-    start = StartState(snap.now, running, progress, attained, policy_state)
-    sim = SimConfig(round_seconds=float(config.round_seconds), restart_seconds=config.restart_seconds / speedup,
-                    horizon=snap.now + HORIZON_SECONDS)
+    start = StartState(snap.now, running, progress, attained, load_round_state(config.policy))
+    # Restart delays are already on the wall clock (live.config.scheduling_config); the simulator reads no reason.
+    rounds = dataclasses.replace(config, cycle=dataclasses.replace(config.cycle, explain_counts=False))
+    sim = SimConfig.of(rounds, horizon=snap.now + HORIZON_SECONDS)
     given = ForecastInput(tuple(jobs), snap.nodes, snap.tenants, snap.profiles, start, sim)
     return LiveForecastInput(given, predicted, snap.usable_gpus, digest)
 

@@ -1,7 +1,8 @@
 """What the next round would do under other settings (another policy, other tenants' quotas), before they are saved.
 
-``preview_round`` reads the live snapshot exactly as a round does (``rounds.build_snapshot``), swaps in the settings
-being considered, and runs ``run_cycle`` with the policy's stored state: the very decisions a round would make now.
+``preview_round`` reads the live snapshot exactly as a round does (``live.snapshot.build_snapshot``), swaps in the
+settings being considered, and runs ``run_cycle`` with the rounds' stored memory: the very decisions a round would
+make now.
 Nothing is written: no allocation moves, no policy state is stored, no reason replaced.
 """
 
@@ -12,11 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from .core.config import build_policy
 from .core.cycle import Action, Decision, run_cycle
-from .core.policy import get_policy
 from .core.types import ClusterSnapshot
-from .models import Job, PolicyState
-from .rounds import build_snapshot
+from .live.config import scheduling_config
+from .live.memory import load_round_state
+from .live.snapshot import build_snapshot
+from .models import Job
 
 KINDS = ("start", "grow", "shrink", "stop")
 
@@ -60,9 +63,9 @@ def preview_round(policy_name: str, now: datetime, quotas: Mapping[str, int] | N
     if quotas:
         tenants = tuple(dataclasses.replace(t, quota=quotas.get(t.name, t.quota)) for t in snap.tenants)
         snap = dataclasses.replace(snap, tenants=tenants)
-    policy = get_policy(policy_name)
-    stored = PolicyState.objects.filter(policy=policy.name).values_list("state", flat=True).first()
-    result = run_cycle(snap, policy, stored)
+    config = scheduling_config(policy=policy_name)
+    policy = build_policy(config)
+    result = run_cycle(snap, policy, load_round_state(policy.name), config.cycle)
     names = dict(Job.objects.filter(pk__in=[int(d.job_id) for d in result.changes]).values_list("pk", "name"))
     tenant_of = {job.id: job.tenant for job in snap.jobs}
     changes = [Change(int(d.job_id), names.get(int(d.job_id), d.job_id), tenant_of[d.job_id], _kind(d),

@@ -6,7 +6,7 @@ The stored form (``Job.fitted_model``)::
      "init_batch_size": 128, "max_batch_size": 4096, "min_local_bsz": 32, "max_local_bsz": 512,
      "noise_scale": 1500.0, "reports": 12}
 
-A round hands it to the core as the profile ``job:<id>`` (``rounds.build_snapshot``);
+A round hands it to the core as the profile ``job:<id>`` (``live.snapshot.build_snapshot``);
 ``refit_job`` writes it after each report once the reports cover enough configurations.
 """
 

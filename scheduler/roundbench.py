@@ -3,7 +3,7 @@
 The cluster and jobs are ``scheduler.sim.synthetic``'s (the same ones ``bench_policies``
 times the policies alone on), written to the database as rows: nodes of 8 A100 or V100,
 jobs mostly of 1 GPU with some up to 16, a third elastic, the earliest running with open
-allocations. Each timed round is ``rounds.run_round`` on the simulated executor, one
+allocations. Each timed round is ``live.round.run_round`` on the simulated executor, one
 minute of cluster time after the previous one, so jobs progress, finish and start.
 """
 
@@ -16,9 +16,9 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from . import rounds
 from .core.fitted_profiles import FITTED_PROFILES
 from .core.types import ClusterSnapshot
+from .live import round as rounds
 from .models import Allocation, Gpu, Job, JobState, Node, SchedulerSettings, SchedulingRound, Tenant
 from .sim.synthetic import synthetic_snapshot
 

@@ -18,8 +18,9 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from .core.policy import policy_names
 from .forecasts import FORECAST_TASK
+from .live.config import scheduler_settings
+from .live.round import ROUND_TASK
 from .models import SchedulerSettings, SettingsChange
-from .rounds import ROUND_TASK, scheduler_settings
 from .runtime_models import TRAIN_TASK
 
 ROUND_SCHEDULE_NAME = "scheduling-round"

@@ -4,8 +4,9 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from . import agent, demo, forecasts, rounds, runtime_models, whatif
+from . import agent, demo, forecasts, runtime_models, whatif
 from .executors.local import APPLY_TASK, POLL_TASK
+from .live import round as rounds
 
 RECOVER_TASK = "scheduler.recover_whatifs"
 

@@ -19,7 +19,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from scheduler.rounds import scheduler_settings
+from scheduler.live.config import scheduler_settings
 from scheduler.sim.catalogue import metric
 from scheduler.sim.metrics import SimulationSummary
 from scheduler.sim.presets import PRESET_LOADERS

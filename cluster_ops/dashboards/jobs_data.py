@@ -2,7 +2,7 @@
 
 Everything is scoped through ``Job.objects.visible_to(user)``. Figures come from their single homes: percentiles
 from ``scheduler.sim.metrics``; speeds from ``scheduler.core.speed.speed_table`` on the live round's snapshot
-(``scheduler.rounds.build_snapshot``), with a job's refitted model read by ``scheduler.refit.job_models`` exactly
+(``scheduler.live.snapshot.build_snapshot``), with a job's refitted model read by ``scheduler.refit.job_models`` exactly
 as a round reads it. Times are in seconds; the page picks display units.
 """
 
@@ -21,9 +21,9 @@ from django.db.models.functions import Coalesce
 from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.speed import job_speed, model_for, speed_table, type_preference
 from scheduler.core.types import ClusterSnapshot, JobInfo
+from scheduler.live.snapshot import build_snapshot
 from scheduler.models import ACTIVE_STATES, Allocation, Job, JobState, RescaleEvent
 from scheduler.refit import job_models
-from scheduler.rounds import build_snapshot
 from scheduler.sim.metrics import mean, percentile
 
 Viewer = User | AnonymousUser
@@ -241,7 +241,7 @@ def speed_snapshot(now: datetime) -> ClusterSnapshot:
     return dataclasses.replace(build_snapshot(now).snap, jobs=())
 
 
-# The columns ``job_info`` reads: what ``rounds.build_snapshot`` reads for a job's speed (progress and placement
+# The columns ``job_info`` reads: what ``live.snapshot.build_snapshot`` reads for a job's speed (progress and placement
 # do not matter here). Query them with ``.values(*INFO_FIELDS)``: building model instances costs more than the rest.
 INFO_FIELDS = ("pk", "tenant__name", "submitted_at", "min_gpus", "max_gpus", "total_work", "priority",
                "workload_profile", "gpu_type", "batch_size", "last_throughput", "last_grad_noise_scale")

@@ -17,6 +17,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, Q, Sum
 
 from cluster_ops.models import Heartbeat
+from scheduler.live.config import scheduler_settings
 from scheduler.models import (
     ACTIVE_STATES,
     QUEUED_STATES,
@@ -31,7 +32,6 @@ from scheduler.models import (
     Tenant,
     TenantQuerySet,
 )
-from scheduler.rounds import scheduler_settings
 from telemetry.models import GpuEvent, Severity
 from telemetry.queries import latest_utilisation
 

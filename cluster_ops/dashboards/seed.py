@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from django.db import transaction
 
+from scheduler.live.config import scheduler_settings
 from scheduler.models import (
     Allocation,
     Gpu,
@@ -47,7 +48,6 @@ from scheduler.models import (
     SchedulingRound,
     Tenant,
 )
-from scheduler.rounds import scheduler_settings
 from telemetry.models import (
     GpuEvent,
     GpuHour,

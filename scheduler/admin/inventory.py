@@ -10,6 +10,7 @@ from django.utils import timezone
 from telemetry.admin_actions import CapPowerPermission, cap_power
 
 from .. import services
+from ..live.config import scheduler_settings
 from ..models import (
     Gpu,
     GpuHealth,
@@ -18,7 +19,6 @@ from ..models import (
     Tenant,
 )
 from ..preview import Preview, preview_round
-from ..rounds import scheduler_settings
 from .common import HEALTH_COLOURS, PreviewBeforeSaving, badge
 
 

@@ -12,9 +12,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..core.policy import policy_names
+from ..live.config import scheduler_settings
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
 from ..preview import Preview, preview_round
-from ..rounds import scheduler_settings
 from ..schedule import EDITABLE, record_changes
 from .audit import AuditAdmin
 from .common import PreviewBeforeSaving

@@ -136,6 +136,7 @@ class CycleResult:
     state: PolicyState  # JSON: the policy's state and the rescale history
     wake_at: float | None
     _outcome: _Outcome = field(repr=False, compare=False)
+    note: str = ""  # the policy's word on the round as a whole (PolicyResult.note)
 
     @cached_property
     def decisions(self) -> Mapping[str, Decision]:
@@ -155,7 +156,8 @@ def run_cycle(
     result = policy.allocate(admitted, state.get("policy"))
     counts = checked_counts(admitted, result, policy.name)
     history = _recent_rescales(state.get("rescales", {}), snap.now)
-    if getattr(policy, "prices_restarts", False):  # its objective already weighs a restart against the gain
+    capabilities = policy.capabilities
+    if capabilities.prices_restarts:  # its objective already weighs a restart against the gain
         config = dataclasses.replace(config, min_rescale_gain=0.0)
     counts, stage_reasons = stabilise(admitted, counts, history, config)
     if config.enforce_quotas:
@@ -165,13 +167,13 @@ def run_cycle(
     # A type the policy chose goes with the count it chose: a job the guards held or a quota resized stays where
     # it is rather than move with a count the policy did not price there.
     types = {job_id: t for job_id, t in result.gpu_types.items() if counts[job_id] == result.allocations[job_id]}
-    placed = place(admitted, counts, consolidate=getattr(policy, "consolidates_on_growth", False), gpu_types=types)
+    placed = place(admitted, counts, consolidate=capabilities.consolidates_on_growth, gpu_types=types)
     stages = (result.reasons, stage_reasons, placed.notes, placed.unplaced, rejected)
     outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes, placed.type_notes,
-                       snap if config.explain_counts else None, getattr(policy, "count_rule", None))
+                       snap if config.explain_counts else None, capabilities.count_rule)
     changes = outcome.changes()
     new_state = {"policy": result.state, "rescales": _record_rescales(history, snap.jobs, changes, snap.now)}
-    return CycleResult(changes, new_state, result.wake_at, outcome)
+    return CycleResult(changes, new_state, result.wake_at, outcome, result.note)
 
 
 def admit(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, dict[str, str]]:

@@ -3,30 +3,68 @@
 A policy maps a ``ClusterSnapshot`` (and the state it returned last round) to a GPU count
 per job. It never reads a clock, never mutates its inputs, keeps no memory on ``self``
 (the next round may run in another worker) and is deterministic for the same input.
-Configuration, such as Tiresias' queue thresholds, is passed to the constructor.
+Configuration, such as Tiresias' queue thresholds, is passed to the constructor; policies are
+built from a ``SchedulingConfig`` by ``config.build_policy``, the one place that does.
 
-A policy whose own objective charges for restarts (Pollux's re-allocation factor) sets
-the optional class attribute ``prices_restarts = True``: the round then skips its
-small-gain hysteresis for it, which would count the same cost twice. The per-job cap on
-rescales per hour still applies.
+What the round and the simulator need to know of a policy beyond its answer is declared on
+it as ``capabilities``, a typed record (``Capabilities``), never discovered by ``getattr``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeVar
 
+from .speed import held_type
 from .types import ClusterSnapshot, PolicyResult, PolicyState
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a policy tells the round and the simulator about itself.
+
+    ``prices_restarts``: its own objective charges for a restart (Pollux's re-allocation factor, Sia's restart
+    factor), so the round skips its small-gain hysteresis, which would count the same cost twice (the per-job
+    cap on rescales per hour still applies). ``consolidates_on_growth``: it prices the nodes a job spans, so a
+    growing job is moved whole onto fewer nodes rather than spread. ``count_rule``: how a policy that gives
+    every job its min_gpus says so in a start's reason ("which tiresias gives every job"; explain.py).
+    ``predicts_runtimes``: it reads ``JobInfo.expected_seconds``, which the simulator then predicts.
+    """
+
+    prices_restarts: bool = False
+    consolidates_on_growth: bool = False
+    count_rule: str | None = None
+    predicts_runtimes: bool = False
 
 
 class Policy(Protocol):
     name: ClassVar[str]
     # Elastic policies are re-run every round; event-driven ones only when something can change.
     event_driven: ClassVar[bool]
-    # Optional (read with getattr, as ``prices_restarts``): ``count_rule``, how a policy that gives every job its
-    # min_gpus says so in a start's reason ("which tiresias gives every job"; core/explain.py); and
-    # ``predicts_runtimes``, a policy that reads ``JobInfo.expected_seconds``, which the simulator then predicts.
+    capabilities: ClassVar[Capabilities]
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult: ...
+
+
+def hold_allocations(snap: ClusterSnapshot, state: PolicyState | None, why: str) -> PolicyResult:
+    """The answer of a policy that has none this round (its solver gave no solution): nothing moves.
+
+    Every running job keeps its count on the type it holds, every waiting job waits, and ``why`` becomes
+    the round's note and each job's reason. An optimising policy returns this rather than an empty
+    allocation, which the round would carry out as preempting every running job.
+    """
+    allocations = {job.id: _within_bounds(job.gpus, job.min_gpus, job.max_gpus) for job in snap.jobs}
+    usable = snap.usable_by_type
+    gpu_types = {job.id: kind for job in snap.jobs
+                 if allocations[job.id] and (kind := held_type(job, snap)) is not None and kind in usable}
+    reasons = {job.id: f"{why}; {'keeps its GPUs' if job.gpus else 'waits'}" for job in snap.jobs}
+    return PolicyResult(allocations=allocations, state=dict(state or {}), reasons=reasons, gpu_types=gpu_types,
+                        note=f"{why}: running jobs keep their GPUs")
+
+
+def _within_bounds(held: int, least: int, most: int) -> int:
+    """What a job keeps: what it holds, cut to its bounds (an operator may have lowered max_gpus); 0 below min."""
+    return min(held, most) if held >= least else 0
 
 
 class UnknownPolicy(KeyError):
@@ -41,28 +79,28 @@ P = TypeVar("P", bound=type)
 def register(cls: P) -> P:
     """Class decorator: make a policy available by its ``name``."""
     name = cls.name  # type: ignore[attr-defined]
+    if not isinstance(getattr(cls, "capabilities", None), Capabilities):
+        raise TypeError(f"policy {name!r} must declare its capabilities (a Capabilities record)")
     if name in POLICIES and POLICIES[name] is not cls:
         raise ValueError(f"two policies are named {name!r}")
     POLICIES[name] = cls  # type: ignore[assignment]
     return cls
 
 
-def get_policy(name: str, **config: object) -> Policy:
-    """A policy instance by registered name, with optional constructor configuration."""
-    _load_builtin_policies()
-    try:
-        cls = POLICIES[name]
-    except KeyError:
-        raise UnknownPolicy(name) from None
-    return cls(**config)
+def get_policy(name: str, **policy_config: object) -> Policy:
+    """The policy ``name`` with the default scheduling settings (``config.build_policy``): for tests and benches;
+    the product builds its policies from the ``SchedulingConfig`` it runs under."""
+    from .config import SchedulingConfig, build_policy
+
+    return build_policy(SchedulingConfig(policy=name, policy_config=policy_config))
 
 
 def policy_names() -> list[str]:
-    _load_builtin_policies()
+    load_builtin_policies()
     return sorted(POLICIES)
 
 
-def _load_builtin_policies() -> None:
+def load_builtin_policies() -> None:
     from . import policies  # noqa: F401  (each module registers itself on import)
 
 

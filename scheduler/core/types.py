@@ -129,7 +129,8 @@ class JobInfo:
 
 @dataclass(frozen=True)
 class NodeIndex:
-    """Lookups over one tuple of nodes, built once and shared by every snapshot of that tuple.
+    """Lookups over one tuple of nodes (``NodeIndex.of``), built once by a driver and passed to every snapshot
+    of those nodes (``ClusterSnapshot.node_index``).
 
     A live round or a simulation builds many snapshots over the same nodes; indexing
     (and validating) 10,000 GPUs once instead of every round is what keeps rounds cheap.
@@ -144,6 +145,10 @@ class NodeIndex:
     gpus_by_type: Mapping[str, int]
     usable_by_type: Mapping[str, int]
     largest_node_by_type: Mapping[str | None, int]  # under None: the largest node of any type
+
+    @staticmethod
+    def of(nodes: tuple[NodeInfo, ...]) -> NodeIndex:
+        return _build_index(nodes)
 
 
 def _build_index(nodes: tuple[NodeInfo, ...]) -> NodeIndex:
@@ -170,21 +175,6 @@ def _build_index(nodes: tuple[NodeInfo, ...]) -> NodeIndex:
     )
 
 
-_INDEXES: dict[int, tuple[tuple[NodeInfo, ...], NodeIndex]] = {}
-
-
-def node_index(nodes: tuple[NodeInfo, ...]) -> NodeIndex:
-    """The index of ``nodes``, cached by identity (the cache holds the tuple, so its id stays unique)."""
-    cached = _INDEXES.get(id(nodes))
-    if cached is not None and cached[0] is nodes:
-        return cached[1]
-    index = _build_index(nodes)
-    if len(_INDEXES) >= 16:
-        del _INDEXES[next(iter(_INDEXES))]
-    _INDEXES[id(nodes)] = (nodes, index)
-    return index
-
-
 _placement, _id = attrgetter("placement"), attrgetter("id")
 
 
@@ -192,6 +182,8 @@ _placement, _id = attrgetter("placement"), attrgetter("id")
 class ClusterSnapshot:
     """Everything a policy may look at for one round.
 
+    ``node_index`` is the index of ``nodes`` when the driver already has it (``NodeIndex.of(nodes)``, kept for as
+    long as its nodes are); without it the snapshot indexes its nodes on first use.
     Construction checks that no GPU is held twice or unknown and that job ids are unique.
     ``check=False`` skips that, for a driver that upholds it by construction and builds
     a snapshot every round: the simulator, whose ids are checked once and whose jobs hold
@@ -204,6 +196,7 @@ class ClusterSnapshot:
     tenants: tuple[TenantInfo, ...] = ()
     # Speed models by workload profile, then by GPU type (see goodput.py).
     profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    node_index: NodeIndex | None = field(default=None, repr=False, compare=False)
     check: InitVar[bool] = True
 
     def __post_init__(self, check: bool) -> None:
@@ -222,7 +215,7 @@ class ClusterSnapshot:
 
     @cached_property
     def index(self) -> NodeIndex:
-        return node_index(self.nodes)
+        return self.node_index if self.node_index is not None else NodeIndex.of(self.nodes)
 
     @property
     def total_gpus(self) -> int:
@@ -265,3 +258,4 @@ class PolicyResult:
     batch_sizes: Mapping[str, int] = field(default_factory=dict)
     wake_at: float | None = None
     gpu_types: Mapping[str, str] = field(default_factory=dict)
+    note: str = ""  # about the round as a whole, e.g. a solver that gave no answer (stored on the round)

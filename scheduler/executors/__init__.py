@@ -39,6 +39,7 @@ class Launch:
     generation: int
     gpus: tuple[GpuPlace, ...]
     restart: bool  # it ran before: it must resume from its checkpoint
+    batch_size: int | None = None  # the global batch the policy chose for this allocation; None: the job's own
 
     @property
     def hosts(self) -> list[str]:

@@ -15,6 +15,7 @@ policy the jobs that are still schedulable, with the progress the jobs themselve
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -82,7 +83,7 @@ class LocalExecutor:
             job.progressed(active[job.id].progress, active[job.id].attained_gpu_seconds) if job.id in active else job
             for job in snap.jobs if not (job.placement and job.id not in active)
         )
-        return ClusterSnapshot(snap.now, snap.nodes, kept, snap.tenants, snap.profiles)
+        return dataclasses.replace(snap, jobs=kept)
 
     def launch(self, launches: Sequence[Launch], now: datetime) -> None:
         """Tell every node concerned; acknowledge a launch once all its tasks are with the broker."""

@@ -9,6 +9,7 @@ whose progress reaches its total work succeeds at the moment it did.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -50,14 +51,15 @@ class SimulatedExecutor:
             finish_jobs([job for job in jobs if job.pk in finished], finished, JobState.SUCCEEDED,
                         "finished: all its work is done")
         kept = tuple(later.get(job.id, job) for job in snap.jobs if int(job.id) not in finished)
-        return ClusterSnapshot(snap.now, snap.nodes, kept, snap.tenants, snap.profiles)
+        return dataclasses.replace(snap, jobs=kept)
 
     def _advance(self, job: Job, info: JobInfo, snap: ClusterSnapshot, now: datetime) -> datetime | None:
         """Move ``job`` (a row) forward to ``now``; returns when it finished, if it did."""
         since = job.accounted_at or now
         training_from = max(since, job.restart_until) if job.restart_until else since
         nodes = len({snap.index.node_of[gpu] for gpu in info.placement})
-        rate = job_speed(info, snap, info.gpus, nodes) * self.speedup  # work units per wall second
+        # At the batch the policy chose for this allocation (as the simulator runs it), else the job's own.
+        rate = job_speed(info, snap, info.gpus, nodes, job.policy_batch_size) * self.speedup  # work per wall second
         remaining = max(job.total_work - job.progress, 0.0)
         training = max((now - training_from).total_seconds(), 0.0)
         done_at = None

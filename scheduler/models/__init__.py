@@ -7,7 +7,16 @@ of the queue and the runtime models behind them.
 
 from .audit import RescaleEvent, RescaleKind, RoundStatus, SchedulingRound
 from .forecast import Forecast, JobForecast, RuntimeModel
-from .live import DemoFeed, ExecutorKind, JobReport, Lease, PolicyState, SchedulerSettings, SettingsChange
+from .live import (
+    DemoFeed,
+    ExecutorKind,
+    JobReport,
+    Lease,
+    PolicyState,
+    RoundMemory,
+    SchedulerSettings,
+    SettingsChange,
+)
 from .queue import (
     ACTIVE_STATES,
     FINISHED_STATES,
@@ -30,7 +39,7 @@ from .whatif import WHATIF_FINISHED, WhatIfRun, WhatIfStatus, WhatIfSweep
 __all__ = [
     "ACTIVE_STATES", "FINISHED_STATES", "JOB_TRANSITIONS", "QUEUED_STATES", "SCHEDULABLE_STATES", "WHATIF_FINISHED",
     "Allocation", "DemoFeed", "ExecutorKind", "Forecast", "Gpu", "GpuHealth", "Job", "JobForecast", "JobQuerySet",
-    "JobReport", "JobState", "Lease", "Node", "PolicyState", "RescaleEvent", "RescaleKind", "RoundStatus",
-    "RuntimeModel", "SchedulerSettings", "SchedulingRound", "SettingsChange", "Tenant", "TenantQuerySet", "WhatIfRun",
-    "WhatIfStatus", "WhatIfSweep", "new_report_token",
+    "JobReport", "JobState", "Lease", "Node", "PolicyState", "RescaleEvent", "RescaleKind", "RoundMemory",
+    "RoundStatus", "RuntimeModel", "SchedulerSettings", "SchedulingRound", "SettingsChange", "Tenant", "TenantQuerySet",
+    "WhatIfRun", "WhatIfStatus", "WhatIfSweep", "new_report_token",
 ]

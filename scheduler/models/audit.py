@@ -35,6 +35,8 @@ class SchedulingRound(models.Model):
     write_ms = models.FloatField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
+    note = models.CharField(max_length=255, blank=True, help_text="the policy's word on the round as a whole, "
+                            "e.g. a solver without an answer (running jobs then keep their GPUs)")
 
     class Meta:
         ordering = ["-started_at"]

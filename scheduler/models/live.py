@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from .. import bounds
+from ..core.config import DEFAULT_RESTART_SECONDS
 from .audit import SchedulingRound
 from .queue import Job
 
@@ -67,9 +68,15 @@ class SchedulerSettings(models.Model):
         default=1.0, validators=[MinValueValidator(0.001)],
         help_text="the simulated executor's clock runs this many times faster than the wall",
     )
+    policy_config = models.JSONField(
+        default=dict, blank=True,
+        help_text="the policy's own settings, e.g. {\"p\": -1} for pollux; checked against the policy on save",
+    )
     restart_seconds = models.FloatField(
-        default=30.0, validators=[MinValueValidator(0.0)],
-        help_text="the simulated executor's restart delay after a rescale or preemption",
+        default=DEFAULT_RESTART_SECONDS,
+        validators=[MinValueValidator(0.0), MaxValueValidator(bounds.MAX_RESTART_SECONDS)],
+        help_text="how long a job stalls after a rescale or preemption: charged by the simulated executor, "
+                  "priced by the policies that price restarts",
     )
     paused = models.BooleanField(default=False, help_text="tick to stop scheduling rounds")
     updated_at = models.DateTimeField(auto_now=True)
@@ -104,7 +111,8 @@ class SettingsChange(models.Model):
 
 
 class PolicyState(models.Model):
-    """The memory a policy carries from one round to the next (``scheduler.core`` ``PolicyState``)."""
+    """The memory a policy carries from one round to the next (``scheduler.core`` ``PolicyState``), kept per
+    policy so that switching back finds it; the round's own memory is ``RoundMemory``."""
 
     policy = models.CharField(max_length=50, unique=True)
     state = models.JSONField(default=dict)
@@ -116,6 +124,21 @@ class PolicyState(models.Model):
 
     def __str__(self) -> str:
         return self.policy
+
+
+class RoundMemory(models.Model):
+    """The round's own memory, whatever the policy: each job's rescales of the last hour (the cycle's
+    ``max_rescales_per_hour`` guard), so that switching policy does not reset it. One row."""
+
+    rescales = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = verbose_name_plural = "round memory"
+        constraints = [models.CheckConstraint(condition=Q(pk=1), name="round_memory_single_row")]
+
+    def __str__(self) -> str:
+        return f"rescales of {len(self.rescales)} jobs"
 
 
 class Lease(models.Model):

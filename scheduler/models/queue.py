@@ -182,6 +182,10 @@ class Job(models.Model):
         null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_BATCH_SIZE)],
         help_text="global batch size asked for; empty lets the scheduler tune it",
     )
+    policy_batch_size = models.PositiveIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="the global batch the policy chose for its current allocation (Pollux, Sia); empty: its own",
+    )
     command = models.TextField(
         blank=True, validators=[MaxLengthValidator(bounds.MAX_COMMAND_LENGTH)],
         help_text="command line the local executor runs for each worker",

@@ -33,10 +33,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.core.config import DEFAULT_RESTART_SECONDS, DEFAULT_ROUND_SECONDS, SchedulingConfig
 from scheduler.core.cycle import Action, CycleConfig, Decision, run_cycle
 from scheduler.core.policy import Policy
 from scheduler.core.speed import job_speed
-from scheduler.core.types import ClusterSnapshot, NodeInfo, PolicyState, TenantInfo
+from scheduler.core.types import ClusterSnapshot, NodeIndex, NodeInfo, PolicyState, TenantInfo
 
 from .execution import Execution
 from .grad_curves import GradCurves
@@ -52,12 +53,18 @@ from .usage import UsageRecorder
 ProgressCallback = Callable[[int, int], None]  # (jobs finished, jobs in the workload)
 @dataclass(frozen=True)
 class SimConfig:
-    round_seconds: float = 60.0
-    restart_seconds: float = 30.0
+    """A simulation's settings: the scheduling ones (``SchedulingConfig``: rounds, restart delays, the cycle's
+    guards; ``SimConfig.of``) and how jobs execute."""
+
+    round_seconds: float = DEFAULT_ROUND_SECONDS
+    restart_seconds: float = DEFAULT_RESTART_SECONDS
     speed_factor: float = 1.0  # throughput multiplier, e.g. from a power cap (telemetry/power.py)
     speed_factor_by_type: Mapping[str, float] = field(default_factory=dict)  # GPU type → its own multiplier
     cycle: CycleConfig = field(default_factory=lambda: CycleConfig(explain_counts=False))  # it reads no reason
     horizon: float | None = None  # stop here even if jobs remain
+    # Jobs that cannot finish by the horizon (a forecast's): once only they remain, all running, with no arrival
+    # to come, the run stops there rather than simulate them to the horizon round by round.
+    stop_once_only: frozenset[str] = frozenset()
     charge_first_start: bool = False  # also charge the restart delay on a job's first start (Pollux's simulator does)
     power_down: PowerDownConfig | None = None  # switch idle nodes off (powerdown.py)
     # A model's own restart delay (its checkpoint's size sets it), by profile, instead of ``restart_seconds``.
@@ -75,6 +82,13 @@ class SimConfig:
             raise ValueError("every profile's restart delay must be finite and ≥ 0")
         if any(not 1 <= slowdown < math.inf for slowdown in self.slowdown_by_profile.values()):
             raise ValueError("every profile's slowdown must be finite and ≥ 1")
+
+    @classmethod
+    def of(cls, scheduling: SchedulingConfig, **execution: Any) -> SimConfig:
+        """The simulation of rounds run under ``scheduling``, executing jobs as ``execution`` says."""
+        return cls(round_seconds=scheduling.round_seconds, restart_seconds=scheduling.restart_seconds,
+                   restart_seconds_by_profile=dict(scheduling.restart_seconds_by_profile), cycle=scheduling.cycle,
+                   **execution)
 
     def restart_delay(self, profile: str | None) -> float:
         return self.restart_seconds_by_profile.get(profile or "", self.restart_seconds)
@@ -134,6 +148,7 @@ class _Engine:
         self.arrivals = sorted(workload, key=lambda job: (job.submit_time, job.id))
         self.nodes, self.policy, self.tenants, self.config = nodes, policy, tenants, config
         self.static = ClusterSnapshot(0.0, nodes, (), tenants, profiles)
+        self._indexed = (nodes, self.static.index)  # the nodes of the last snapshot, and their index
         self.node_of = {gpu.id: node.name for node in nodes for gpu in node.gpus}
         self.node_index = {node.name: index for index, node in enumerate(nodes)}
         self.type_of = {gpu.id: node.gpu_type for node in nodes for gpu in node.gpus}
@@ -200,8 +215,14 @@ class _Engine:
     def _more_to_do(self) -> bool:
         if self.next_arrival < len(self.arrivals):
             return True
+        if self.config.stop_once_only and self._only_endless_jobs_run():
+            return False
         # Jobs remain; stop only when none runs and the last round could place none of them.
         return any(run.gpus for run in self.active.values()) or (bool(self.active) and self.decision_at is not None)
+
+    def _only_endless_jobs_run(self) -> bool:
+        stop = self.config.stop_once_only
+        return all(job_id in stop and run.gpus for job_id, run in self.active.items())
 
     def _next_event_time(self) -> float:
         candidates = [math.inf]
@@ -325,8 +346,11 @@ class _Engine:
         now = self.now
         jobs = tuple(run.info(now) for run in self.active.values())
         nodes = self.power.view if self.power else self.nodes
+        if nodes is not self._indexed[0]:  # nodes powered on or off: index the new view once
+            self._indexed = (nodes, NodeIndex.of(nodes))
         # Unchecked: ids were checked once, in __init__, and jobs hold only GPUs run_cycle placed.
-        return ClusterSnapshot(self.now, nodes, jobs, self.tenants, self.static.profiles, check=False)
+        return ClusterSnapshot(self.now, nodes, jobs, self.tenants, self.static.profiles, self._indexed[1],
+                               check=False)
 
     def _plan_power(self) -> None:
         """Node power-down what-if: switch nodes on for waiting jobs, idle ones beyond the spares off."""

@@ -28,6 +28,7 @@ from scheduler.core.policy import Policy
 from scheduler.core.types import NodeInfo, TenantInfo
 
 from .engine import SimConfig, simulate
+from .limits import cannot_finish_within
 from .records import JobOutcome, WorkloadJob
 from .start import StartState
 
@@ -86,8 +87,20 @@ def forecast(given: ForecastInput, policy: Policy, arrivals: Sequence[Sequence[W
 
 def _run(given: ForecastInput, policy: Policy, sample: Sequence[WorkloadJob]) -> dict[str, JobOutcome]:
     result = simulate([*given.jobs, *sample], given.nodes, policy, tenants=given.tenants, profiles=given.profiles,
-                      config=given.config, start=given.start)
+                      config=_bounded_by_work(given), start=given.start)
     return {job.id: job for job in result.jobs if not job.id.startswith(ARRIVAL_PREFIX)}
+
+
+def _bounded_by_work(given: ForecastInput) -> SimConfig:
+    """The run's settings, told which jobs cannot finish by its horizon however the cluster treats them: once only
+    they remain, running, the run stops instead of simulating them round by round to the horizon (one job with
+    years of work made every forecast run out of time)."""
+    horizon = given.config.horizon
+    if horizon is None or not math.isfinite(horizon):
+        return given.config
+    done = {**given.start.progress, **{job_id: run.progress for job_id, run in given.start.running.items()}}
+    endless = cannot_finish_within(given.jobs, done, given.nodes, given.profiles, horizon - given.start.now)
+    return dataclasses.replace(given.config, stop_once_only=endless) if endless else given.config
 
 
 def _estimate(outcome: JobOutcome, run: Mapping[str, JobOutcome], now: float) -> Estimate:

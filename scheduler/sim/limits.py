@@ -34,16 +34,40 @@ def refuse_endless(workload: Sequence[WorkloadJob], nodes: tuple[NodeInfo, ...],
     """``WorkloadTooLong`` for the first job whose arrival plus its shortest possible run (all the GPUs it may use,
     on the GPU type where it goes fastest, no restarts) is past ``MAX_SIMULATED_SECONDS``. A job that fits no GPU
     type at all is the round's to set aside (it ends the run unfinished), not refused here."""
-    by_type = Counter(node.gpu_type for node in nodes for _ in node.gpus)
-    snapshots = {kind: ClusterSnapshot(0.0, tuple(n for n in nodes if n.gpu_type == kind), (), (), profiles)
-                 for kind in by_type}
+    alone = ShortestRun(nodes, profiles)
     for spec in workload:
-        fastest = max((_alone_speed(spec, snap, by_type[kind]) for kind, snap in snapshots.items()), default=0.0)
-        if fastest <= 0:
-            continue
-        seconds = spec.total_work / fastest
-        if max(spec.submit_time, origin) - origin + seconds > MAX_SIMULATED_SECONDS:
+        seconds = alone.seconds(spec, spec.total_work)
+        if seconds is not None and max(spec.submit_time, origin) - origin + seconds > MAX_SIMULATED_SECONDS:
             raise WorkloadTooLong(spec.id, seconds)
+
+
+def cannot_finish_within(workload: Sequence[WorkloadJob], done: Mapping[str, float], nodes: tuple[NodeInfo, ...],
+                         profiles: Mapping[str, Mapping[str, Any]], seconds: float) -> frozenset[str]:
+    """The jobs whose work left (their total less ``done``) takes longer than ``seconds`` even alone on the
+    cluster's fastest GPUs: a forecast over ``seconds`` can say at once that they do not finish in it."""
+    alone = ShortestRun(nodes, profiles)
+    endless = set()
+    for spec in workload:
+        needed = alone.seconds(spec, max(spec.total_work - done.get(spec.id, 0.0), 0.0))
+        if needed is not None and needed > seconds:
+            endless.add(spec.id)
+    return frozenset(endless)
+
+
+class ShortestRun:
+    """How long a job's work takes at the least: all the GPUs it may use, on the GPU type where it goes fastest,
+    no restarts."""
+
+    def __init__(self, nodes: tuple[NodeInfo, ...], profiles: Mapping[str, Mapping[str, Any]]) -> None:
+        self.by_type = Counter(node.gpu_type for node in nodes for _ in node.gpus)
+        self.snapshots = {kind: ClusterSnapshot(0.0, tuple(n for n in nodes if n.gpu_type == kind), (), (), profiles)
+                          for kind in self.by_type}
+
+    def seconds(self, spec: WorkloadJob, work: float) -> float | None:
+        """None for a job that fits no GPU type at all (the round sets it aside)."""
+        fastest = max((_alone_speed(spec, snap, self.by_type[kind]) for kind, snap in self.snapshots.items()),
+                      default=0.0)
+        return work / fastest if fastest > 0 else None
 
 
 def _alone_speed(spec: WorkloadJob, snap: ClusterSnapshot, gpus_of_type: int) -> float:

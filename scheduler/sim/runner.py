@@ -10,9 +10,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from scheduler.core.config import SchedulingConfig, build_policy, policy_class
 from scheduler.core.cycle import CycleConfig
 from scheduler.core.fitted_profiles import FITTED_PROFILES
-from scheduler.core.policy import Policy, get_policy
+from scheduler.core.policies.sia import RESTART_SECONDS as SIA_POLICY_RESTART_SECONDS
+from scheduler.core.policy import Policy
 from scheduler.core.types import NodeInfo, TenantInfo
 from telemetry.power import PowerModel
 
@@ -69,17 +71,15 @@ def run_scenario(
     cycle: CycleConfig | None = None, on_progress: ProgressCallback | None = None,
 ) -> tuple[SimulationResult, dict[str, Any]]:
     """Simulate ``scenario``; returns the full result and its summary (``metrics.summarise``) as a dict."""
-    policy = get_policy(scenario.policy, **scenario.policy_config)
+    scheduling = scheduling_config(scenario, cycle)
+    policy = build_policy(scheduling)
     elastic = (not policy.event_driven) if scenario.elastic is None else scenario.elastic
     caps = scenario.power_cap_fraction, dict(scenario.power_caps_by_type)
     power = power.at_cap(*caps) if power else scenario.power_model()
     nodes, tenants = cluster_for(scenario, traces_dir)
-    settings: dict[str, Any] = dict(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
-                                    speed_factor=power.throughput_factor,
-                                    speed_factor_by_type=power.throughput_factors(),
-                                    cycle=cycle or CycleConfig(explain_counts=False),
-                                    charge_first_start=scenario.charge_first_start, power_down=_power_down(scenario))
-    config = SimConfig(**(settings | _artifact_execution(scenario)))
+    config = SimConfig.of(scheduling, speed_factor=power.throughput_factor,
+                          speed_factor_by_type=power.throughput_factors(), power_down=_power_down(scenario),
+                          **_artifact_execution(scenario))
     curves = load_grad_curves(traces_dir) if scenario.measured_profiles else None
     step_times = load_measured_step_times(traces_dir) if scenario.measured_profiles else None
     profiles = artifact_profiles(FITTED_PROFILES) if scenario.measured_profiles else FITTED_PROFILES
@@ -92,27 +92,48 @@ def run_scenario(
     return result, summarise(result, power).as_dict()
 
 
-def _artifact_execution(scenario: Scenario) -> dict[str, Any]:
-    """The simulator settings of the artifact ``measured_profiles`` reproduces, beyond its profiles."""
+def scheduling_config(scenario: Scenario, cycle: CycleConfig | None = None) -> SchedulingConfig:
+    """The scheduling configuration ``scenario`` runs under (the simulator never reads a reason, so by default its
+    rounds do not explain counts)."""
+    config = SchedulingConfig(
+        policy=scenario.policy, policy_config=dict(scenario.policy_config), round_seconds=scenario.round_seconds,
+        restart_seconds=scenario.restart_seconds, cycle=cycle or CycleConfig(explain_counts=False),
+    )
+    return _as_the_artifact(scenario, config)
+
+
+def _as_the_artifact(scenario: Scenario, config: SchedulingConfig) -> SchedulingConfig:
+    """The one seam of validation-only scheduling settings: Sia's simulator charges its own restart delays by
+    model, and its policy prices another table of them (policies/sia.py, ``RESTART_SECONDS``)."""
     if not (scenario.measured_profiles and scenario.artifact == "sia"):
-        return {}
-    return {"restart_seconds": SIA_DEFAULT_RESTART_SECONDS, "restart_seconds_by_profile": SIA_RESTART_SECONDS,
-            "slowdown_by_profile": SIA_SLOWDOWN, "charge_first_start": True}
+        return config
+    policy_config = dict(config.policy_config)
+    if policy_class(scenario.policy).capabilities.prices_restarts and scenario.policy.startswith("sia"):
+        policy_config.setdefault("restart_seconds_by_profile", dict(SIA_POLICY_RESTART_SECONDS))
+    return dataclasses.replace(config, policy_config=policy_config, restart_seconds=SIA_DEFAULT_RESTART_SECONDS,
+                               restart_seconds_by_profile=SIA_RESTART_SECONDS)
+
+
+def _artifact_execution(scenario: Scenario) -> dict[str, Any]:
+    """The simulator settings of the artifact ``measured_profiles`` reproduces, beyond its profiles and delays."""
+    if not (scenario.measured_profiles and scenario.artifact == "sia"):
+        return {"charge_first_start": scenario.charge_first_start}
+    return {"slowdown_by_profile": SIA_SLOWDOWN, "charge_first_start": True}
 
 
 def backtest_scenario(scenario: Scenario, traces_dir: Path, every: float = 3600.0) -> BacktestResult:
     """The forecast backtest (sim/backtest.py) of ``scenario``'s trace, cluster, policy and round settings."""
-    policy = get_policy(scenario.policy, **scenario.policy_config)
+    scheduling = scheduling_config(scenario)
+    policy = build_policy(scheduling)
     elastic = (not policy.event_driven) if scenario.elastic is None else scenario.elastic
     nodes, tenants = cluster_for(scenario, traces_dir)
-    config = SimConfig(round_seconds=scenario.round_seconds, restart_seconds=scenario.restart_seconds,
-                       charge_first_start=scenario.charge_first_start, **_artifact_execution(scenario))
+    config = SimConfig.of(scheduling, **_artifact_execution(scenario))
     jobs, profiles, execution = workload_for(scenario, elastic), FITTED_PROFILES, {}
     if scenario.measured_profiles:  # jobs run as the artifact measured them; forecasts know the fitted models
         jobs, profiles = artifact_jobs(jobs, scenario.policy), artifact_profiles(FITTED_PROFILES)
         execution = {"grad_curves": load_grad_curves(traces_dir), "step_times": load_measured_step_times(traces_dir)}
     def fresh_policy() -> Policy:  # each replay and forecast gets its own instance, as each round would
-        return get_policy(scenario.policy, **scenario.policy_config)
+        return build_policy(scheduling)
 
     return backtest(jobs, nodes, fresh_policy, tenants=tenants, profiles=profiles, config=config, every=every,
                     execution=execution)

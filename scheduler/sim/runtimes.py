@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from scheduler.core.policy import Policy
+
 from .records import WorkloadJob
 
 HISTORY = 5  # similar jobs a history estimate takes the median of
@@ -268,7 +270,7 @@ class OnlineEstimator:
             self._cache.clear()
 
 
-def estimator_for(policy: object) -> OnlineEstimator | None:
+def estimator_for(policy: Policy) -> OnlineEstimator | None:
     """A fresh ``OnlineEstimator`` for a policy that reads predicted lengths (``predicts_runtimes``: qssf), else
     None: a simulation predicts only for the policies that use it."""
-    return OnlineEstimator() if getattr(policy, "predicts_runtimes", False) else None
+    return OnlineEstimator() if policy.capabilities.predicts_runtimes else None

@@ -16,7 +16,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.policy import UnknownPolicy, get_policy
+from scheduler.core.config import (
+    DEFAULT_RESTART_SECONDS,
+    DEFAULT_ROUND_SECONDS,
+    policy_class,
+    policy_config_errors,
+)
+from scheduler.core.policy import UnknownPolicy
 from telemetry.power import (
     DEFAULT_GRID_G_CO2_PER_KWH,
     DEFAULT_PRICE_PER_KWH,
@@ -63,8 +69,8 @@ class Scenario:
     nodes: int = 16
     gpus_per_node: int = 4
     gpu_type: str = "t4"
-    round_seconds: float = 60.0
-    restart_seconds: float = 30.0
+    round_seconds: float = DEFAULT_ROUND_SECONDS
+    restart_seconds: float = DEFAULT_RESTART_SECONDS
     charge_first_start: bool = False
     # Execute jobs with their measured profiles as the Pollux artifact's simulator does, instead of with the
     # fitted models the policies see: efficiency from the validation curves' gradient statistics by batch and
@@ -167,12 +173,13 @@ def _policy_errors(scenario: Scenario) -> dict[str, str]:
         return {"policy_config": "Expected an object of the policy's settings."}
     try:
         json.dumps(dict(scenario.policy_config))
-        get_policy(scenario.policy, **scenario.policy_config)
+        policy_class(scenario.policy)
     except UnknownPolicy as error:
         return {"policy": str(error)}
     except (TypeError, ValueError) as error:
         return {"policy_config": f"Not a valid configuration of {scenario.policy!r}: {error}"}
-    return {}
+    problem = policy_config_errors(scenario.policy, scenario.policy_config)
+    return {"policy_config": f"Not a valid configuration of {scenario.policy!r}: {problem}"} if problem else {}
 
 
 def _one_of(name: Any, names: Mapping[str, Any] | Sequence[str]) -> bool:

@@ -38,8 +38,9 @@ from django.db.models import Min
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.policy import policy_names
+from scheduler.live.config import scheduler_settings
+from scheduler.live.snapshot import build_snapshot
 from scheduler.models import FINISHED_STATES, Gpu, Job, JobState, Tenant, WhatIfSweep
-from scheduler.rounds import build_snapshot, scheduler_settings
 from scheduler.sim.presets import get_preset
 from scheduler.sim.records import WorkloadJob
 from scheduler.sim.runner import Scenario, ScenarioError

@@ -9,9 +9,9 @@ from rest_framework.test import APIClient
 
 from scheduler import services
 from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.live.snapshot import build_snapshot
 from scheduler.models import Allocation, Job, JobReport, JobState
 from scheduler.refit import job_models
-from scheduler.rounds import build_snapshot
 
 
 @pytest.fixture

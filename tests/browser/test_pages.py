@@ -59,8 +59,8 @@ def test_admin_lists_fit_1366_pixels(staff_page, live_server, dashboard_data, st
 
 
 def test_changing_the_policy_previews_the_next_round_then_saves(staff_page, live_server, dashboard_data) -> None:  # type: ignore[no-untyped-def]
+    from scheduler.live.config import scheduler_settings
     from scheduler.models import SchedulerSettings
-    from scheduler.rounds import scheduler_settings
     before = scheduler_settings().policy
     other = "tiresias" if before != "tiresias" else "pollux"
     staff_page.goto(f"{live_server.url}/admin/scheduler/schedulersettings/")

@@ -10,6 +10,7 @@ from typing import ClassVar
 import pytest
 
 from scheduler.core.cycle import Action, CycleConfig, PolicyContractError, run_cycle
+from scheduler.core.policy import Capabilities
 from scheduler.core.types import ClusterSnapshot, GpuSlot, JobInfo, NodeInfo, PolicyResult, PolicyState, TenantInfo
 
 from .strategies import PROFILES
@@ -23,6 +24,7 @@ class Fixed:
     reasons: Mapping[str, str] = field(default_factory=dict)
     name: ClassVar[str] = "fixed"
     event_driven: ClassVar[bool] = True
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         seen = (state or {}).get("rounds", 0)

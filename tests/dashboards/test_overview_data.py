@@ -7,7 +7,8 @@ from datetime import datetime
 import pytest
 
 from cluster_ops.dashboards.overview_data import round_summary
-from scheduler import rounds, services
+from scheduler import services
+from scheduler.live import round as rounds
 from scheduler.models import Job, Tenant
 from scheduler.schedule import update_settings
 

@@ -11,8 +11,8 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from scheduler import whatif
+from scheduler.live.config import scheduler_settings
 from scheduler.models import Job, JobState, WhatIfStatus
-from scheduler.rounds import scheduler_settings
 from scheduler.sim.trace_formats import load_native
 from scheduler.whatif import history as whatif_history
 from scheduler.whatif import traces, views

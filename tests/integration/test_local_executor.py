@@ -18,8 +18,9 @@ from celery import Celery
 from django.db import connection
 
 from cluster_ops.celery import app as default_app
-from scheduler import rounds, services
+from scheduler import services
 from scheduler.executors import files
+from scheduler.live import round as rounds
 from scheduler.models import Allocation, Job, JobState, SchedulerSettings, Tenant
 
 from .conftest import wait_until

@@ -29,6 +29,7 @@ from django.utils import timezone
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, GpuSlot, JobInfo, NodeInfo
+from scheduler.live.round import ROUND_LEASE, ROUND_TASK
 from scheduler.models import (
     FINISHED_STATES,
     Gpu,
@@ -41,7 +42,6 @@ from scheduler.models import (
     SchedulingRound,
     Tenant,
 )
-from scheduler.rounds import ROUND_LEASE, ROUND_TASK
 
 from ..round_invariants import problems, unlaunched_jobs
 from .processes import Service, celery_worker, service_env

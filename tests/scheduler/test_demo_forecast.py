@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
-from scheduler import demo, forecasts, rounds
+from scheduler import demo, forecasts
 from scheduler.forecasts import MOVED_SECONDS
+from scheduler.live import round as rounds
 from scheduler.models import QUEUED_STATES, Job, JobForecast
 
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)

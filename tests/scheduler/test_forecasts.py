@@ -8,8 +8,8 @@ import pytest
 from django.test import Client
 
 from scheduler import forecasts, runtime_models, services
+from scheduler.live.config import scheduler_settings
 from scheduler.models import Allocation, Forecast, Gpu, GpuHealth, Job, JobForecast, JobState, Node, Tenant
-from scheduler.rounds import scheduler_settings
 from scheduler.schedule import FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME, sync_round_schedule
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a multiple of every round interval below

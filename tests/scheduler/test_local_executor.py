@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from scheduler import rounds, services
+from scheduler import services
 from scheduler.executors import GpuPlace, Launch, files
 from scheduler.executors.local import APPLY_TASK, POLL_TASK, LocalExecutor, from_message, to_message
+from scheduler.live import round as rounds
 from scheduler.models import Allocation, Gpu, Job, JobState, Node
 
 pytestmark = pytest.mark.django_db

@@ -8,10 +8,11 @@ import pytest
 from django.db.models import Count
 from django_celery_beat.models import PeriodicTask
 
-from scheduler import rounds, services
+from scheduler import services
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.speed import job_speed
 from scheduler.core.types import PolicyResult
+from scheduler.live import round as rounds
 from scheduler.models import (
     Allocation,
     Job,
@@ -151,7 +152,7 @@ def test_a_broken_policy_records_a_failed_round_and_changes_nothing(cluster, ten
         def allocate(self, snap, state):
             return PolicyResult({j.id: 64 for j in snap.jobs})  # more GPUs than its bounds
 
-    monkeypatch.setattr(rounds, "get_policy", lambda name: Greedy())
+    monkeypatch.setattr(rounds, "build_policy", lambda config: Greedy())
     row = rounds.run_round(now=now)
     assert row is not None and row.status == RoundStatus.FAILED and "bounds" in row.error
     job.refresh_from_db()

@@ -9,9 +9,11 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from scheduler import rounds, services
+from scheduler import services
 from scheduler.core.cycle import Action, CycleResult, run_cycle
 from scheduler.core.policy import get_policy
+from scheduler.live import round as rounds
+from scheduler.live import writer
 from scheduler.models import (
     Allocation,
     Gpu,
@@ -126,7 +128,7 @@ def test_a_round_that_crashes_mid_write_writes_nothing_and_frees_the_lease(clust
     def crash(*args: object) -> None:
         raise RuntimeError("the worker died here")
 
-    monkeypatch.setattr(rounds, "_record_events", crash)  # after allocations and job states were written
+    monkeypatch.setattr(writer, "_record_events", crash)  # after allocations and job states were written
     with pytest.raises(RuntimeError):
         rounds.run_round(now=now)
     assert (state(job), held(job), SchedulingRound.objects.count()) == (JobState.PENDING, set(), 0)
@@ -146,10 +148,10 @@ def decide(now: datetime) -> tuple[rounds.LiveSnapshot, CycleResult]:
 
 
 def write(live: rounds.LiveSnapshot, result: CycleResult, now: datetime) -> SchedulingRound:
-    timings = rounds._Timings()
+    timings = writer.Timings()
     timings.mark("snapshot")
     timings.mark("policy")
-    return rounds.apply_round(live, result, "fifo", now, "simulated", 0, timings)
+    return writer.apply_round(live, result, "fifo", now, "simulated", 0, timings)
 
 
 def test_a_job_cancelled_between_snapshot_and_write_is_not_started(cluster, tenant, now) -> None:

@@ -6,8 +6,8 @@ from django.test import Client
 from django.urls import reverse
 from django_celery_beat.models import PeriodicTask
 
+from scheduler.live.config import scheduler_settings
 from scheduler.models import SchedulerSettings, SettingsChange
-from scheduler.rounds import scheduler_settings
 from scheduler.schedule import ROUND_SCHEDULE_NAME
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..capacity import Capacity
-from ..policy import register
+from ..policy import Capabilities, register
 from ..speed import gpus_per_node
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import SpeedMemo, arrival_key, gpus_text, resize_note, unschedulable
@@ -47,6 +47,7 @@ from ._ordering import SpeedMemo, arrival_key, gpus_text, resize_note, unschedul
 class AfsPolicy:
     name: ClassVar[str] = "afs"
     event_driven: ClassVar[bool] = False
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         order = sorted((job for job in snap.jobs if job.remaining_work > 0), key=arrival_key)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..capacity import Capacity
-from ..policy import register
+from ..policy import Capabilities, register
 from ..types import ClusterSnapshot, PolicyResult, PolicyState
 from ._ordering import arrival_key, grant_in_order
 
@@ -32,7 +32,9 @@ from ._ordering import arrival_key, grant_in_order
 @register
 class FifoPolicy:
     name: ClassVar[str] = "fifo"
-    count_rule: ClassVar[str] = "which fifo gives every job (it does not scale jobs)"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        count_rule="which fifo gives every job (it does not scale jobs)",
+    )
     event_driven: ClassVar[bool] = True
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:

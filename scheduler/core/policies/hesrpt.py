@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..capacity import Capacity
-from ..policy import register
+from ..policy import Capabilities, register
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import SpeedMemo, gpus_text, resize_note, unschedulable
 
@@ -47,6 +47,7 @@ MAX_P = 0.99
 class HesrptPolicy:
     name: ClassVar[str] = "hesrpt"
     event_driven: ClassVar[bool] = True
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, default_p: float = 0.5) -> None:
         if not 0 <= default_p <= MAX_P:

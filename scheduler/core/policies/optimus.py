@@ -37,7 +37,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..capacity import Capacity
-from ..policy import register
+from ..policy import Capabilities, register
 from ..speed import gpus_per_node
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import SpeedMemo, arrival_key, grant_in_order, resize_note
@@ -50,6 +50,7 @@ _NEVER = 1e30
 class OptimusPolicy:
     name: ClassVar[str] = "optimus"
     event_driven: ClassVar[bool] = False
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         capacity = Capacity(snap)

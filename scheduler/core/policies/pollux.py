@@ -60,7 +60,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..capacity import Capacity
-from ..policy import register
+from ..config import PricesRestarts
+from ..policy import Capabilities, register
 from ..speed import fewest_nodes, gpus_per_node, model_for
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import SpeedMemo, arrival_key, grant_in_order, resize_note
@@ -75,18 +76,18 @@ MAX_MOVES = 20_000
 
 @register
 @dataclass(frozen=True)
-class PolluxPolicy:
+class PolluxPolicy(PricesRestarts):
     name: ClassVar[str] = "pollux"
     event_driven: ClassVar[bool] = False
-    prices_restarts: ClassVar[bool] = True  # REALLOC_FACTOR: no extra hysteresis in the round
-    # Pollux's search is node by node, pricing the nodes a job spans (placement.place, ``consolidate``).
-    consolidates_on_growth: ClassVar[bool] = True
-    restart_seconds: float = 30.0  # δ: how long one re-allocation stalls a job
+    # REALLOC_FACTOR prices restarts (no extra hysteresis in the round); the search is node by node, pricing the
+    # nodes a job spans (placement.place, ``consolidate``).
+    capabilities: ClassVar[Capabilities] = Capabilities(prices_restarts=True, consolidates_on_growth=True)
     p: float = -1.0  # power-mean exponent; more negative is fairer
 
     def __post_init__(self) -> None:
-        if self.restart_seconds < 0 or self.p == 0:
-            raise ValueError("pollux needs restart_seconds ≥ 0 and p ≠ 0")
+        super().__post_init__()
+        if self.p == 0:
+            raise ValueError("pollux needs p ≠ 0")
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         order = sorted(snap.jobs, key=arrival_key)
@@ -195,7 +196,7 @@ class Search:
         for job, speedup in zip(self.jobs, self.speedups, strict=True):
             factor = np.ones(len(speedup))
             if job.running:  # every count but the one it holds means a restart
-                factor[:] = realloc_factor(job, snap.now, self.policy.restart_seconds)
+                factor[:] = realloc_factor(job, snap.now, self.policy.restart_delay(job))
                 factor[job.gpus : job.gpus + 1] = 1.0
             tables.append(sign * np.maximum(speedup * factor, EPSILON) ** self.policy.p)
         sizes = np.array([len(t) for t in tables], dtype=int)

@@ -22,7 +22,7 @@ import math
 from typing import ClassVar
 
 from ..capacity import Capacity
-from ..policy import register
+from ..policy import Capabilities, register
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import SpeedMemo, arrival_key, grant_in_order
 
@@ -30,10 +30,12 @@ from ._ordering import SpeedMemo, arrival_key, grant_in_order
 @register
 class QssfPolicy:
     name: ClassVar[str] = "qssf"
-    count_rule: ClassVar[str] = "which qssf gives every job (it does not scale jobs)"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        count_rule="which qssf gives every job (it does not scale jobs)",
+        # The simulator predicts the runtimes of jobs without a profile for it, from jobs finished earlier in the run.
+        predicts_runtimes=True,
+    )
     event_driven: ClassVar[bool] = True
-    # The simulator predicts the runtimes of jobs without a profile for it, from jobs finished earlier in the run.
-    predicts_runtimes: ClassVar[bool] = True
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         memo = SpeedMemo(snap)

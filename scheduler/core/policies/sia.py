@@ -18,8 +18,9 @@ A job may grow at most to twice the most GPUs it has held (``cluster.py:376-379`
 most 2× per round"; new jobs start at ``min_gpus``); the most it has held is kept in the policy state.
 
 Restart factor (``sia.py:722-739``): a running job's configurations other than the one it holds are
-multiplied by r = max(age − N·S, 0) / (age + S), N its restarts, S its model's restart cost
-(``RESTART_SECONDS``, Sia's own table, ``sia.py:23-35``); r = 1 while age < S.
+multiplied by r = max(age − N·S, 0) / (age + S), N its restarts, S its restart cost: the configured delay
+of its profile (``SchedulingConfig``, what is charged), or Sia's own table ``RESTART_SECONDS`` (``sia.py:23-35``)
+where the authors' simulator is reproduced; r = 1 while age < S.
 
 Objective (§3.3; ``sia.py:907-971``): with p = −0.5, A = G^p rounded to 2 decimals and at most 3000;
 minimise Σ X·A + λ_n·(jobs left without a configuration), λ_n = 1.1 (> any A of a useful
@@ -36,12 +37,11 @@ cheaper, smaller configuration, by the order variables are laid out.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -49,16 +49,18 @@ from numpy.typing import NDArray
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
-from ..policy import register
+from ..config import PricesRestarts
+from ..policy import Capabilities, hold_allocations, register
 from ..speed import fewest_nodes, gpus_per_node, held_type, model_for, speed_table
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import arrival_key
 
-# Sia's restart costs S by model, seconds (``sia.py:23-35``); 30 s for any other.
+# Sia's restart costs S by model, seconds (``sia.py:23-35``; 30 s for any other), which its policy prices while its
+# simulator charges other delays (profiles.SIA_RESTART_SECONDS). Only the reproduction of that artifact prices
+# these (sim/runner.py); elsewhere Sia prices the configured delays, the ones charged.
 RESTART_SECONDS: Mapping[str, float] = {
     "deepspeech2": 25.0, "imagenet": 250.0, "cifar10": 30.0, "bert": 120.0, "yolov3": 45.0,
 }
-DEFAULT_RESTART_SECONDS = 30.0
 RAMPS = ("always", "estimated")
 MAX_COST = 3000.0  # A is clipped here (``sia.py:907-971``)
 COST_DIGITS = 2  # A is rounded to this many decimals (``sia.py:907-971``)
@@ -85,32 +87,33 @@ def configurations(snap: ClusterSnapshot) -> list[Configuration]:
 
 @register
 @dataclass(frozen=True)
-class SiaPolicy:
+class SiaPolicy(PricesRestarts):
     name: ClassVar[str] = "sia"
     event_driven: ClassVar[bool] = False
-    prices_restarts: ClassVar[bool] = True  # the restart factor: no extra hysteresis in the round
-    consolidates_on_growth: ClassVar[bool] = True  # configurations within one node stay on one node
+    # The restart factor prices restarts (no extra hysteresis in the round); configurations within one node stay
+    # on one node.
+    capabilities: ClassVar[Capabilities] = Capabilities(prices_restarts=True, consolidates_on_growth=True)
     p: float = -0.5  # power of the goodput in the objective (§4.3, the scripts' --policy_p_val)
     lambda_n: float = 1.1  # cost of a job left without a configuration (--mip_lambda_n)
-    restart_seconds: Mapping[str, float] = field(default_factory=lambda: dict(RESTART_SECONDS))
     time_limit_seconds: float = 10.0  # HiGHS stops here with its best solution (a guard; it takes ms)
     # Where a job grows at most to twice the most GPUs it has held: "always" (Sia), or "estimated" (only on a
     # type where its model is an estimate, ``GoodputModel.estimated_from``; see ProfiledSiaPolicy).
     ramp: str = "always"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.p == 0 or self.lambda_n <= 0 or self.time_limit_seconds <= 0:
             raise ValueError("sia needs p ≠ 0, lambda_n > 0 and time_limit_seconds > 0")
         if self.ramp not in RAMPS:
             raise ValueError(f"sia's ramp must be one of {', '.join(RAMPS)}")
-        if any(not (math.isfinite(s) and s >= 0) for s in self.restart_seconds.values()):
-            raise ValueError("sia's restart_seconds must be finite and ≥ 0")
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         jobs = sorted(snap.jobs, key=arrival_key)
         largest = _largest_held(jobs, (state or {}).get("largest", {}))
         problem = Problem(snap, jobs, self, largest)
         chosen = problem.solve()
+        if chosen is None:  # no answer within the limit: a slow solve must never empty the cluster
+            return hold_allocations(snap, state, f"sia: the solver gave no answer within {self.time_limit_seconds:g} s")
         allocations = {job.id: 0 for job in jobs}
         gpu_types, batch_sizes, reasons = {}, {}, {}
         for job in jobs:
@@ -126,9 +129,6 @@ class SiaPolicy:
         state_out = {"largest": {job_id: count for job_id, count in largest.items() if count}}
         return PolicyResult(allocations=allocations, state=state_out, reasons=reasons, batch_sizes=batch_sizes,
                             gpu_types=gpu_types)
-
-    def restart_cost(self, job: JobInfo) -> float:
-        return self.restart_seconds.get(job.profile or "", DEFAULT_RESTART_SECONDS)
 
 
 def _largest_held(jobs: Sequence[JobInfo], remembered: Mapping[str, int]) -> dict[str, int]:
@@ -167,7 +167,7 @@ class Problem:
             self.options_of.add(job.id)
             normalised = _normalised(options)
             current = self._current(job)
-            factor = restart_factor(job, snap.now, policy.restart_cost(job)) if job.running else 1.0
+            factor = restart_factor(job, snap.now, policy.restart_delay(job)) if job.running else 1.0
             for config, goodput in normalised.items():
                 self.goodput[(job.id, config)] = goodput
                 priced = goodput if config == current else goodput * factor
@@ -219,8 +219,9 @@ class Problem:
             value = min(round(goodput**p, COST_DIGITS), MAX_COST)
         return value if p < 0 else -value  # p > 0: maximise Σ G^p
 
-    def solve(self) -> dict[str, Configuration]:
-        """The chosen configuration of every job that gets one."""
+    def solve(self) -> dict[str, Configuration] | None:
+        """The chosen configuration of every job that gets one; None when HiGHS found no solution (its time
+        limit, or a model it could not solve)."""
         if not self.pairs:
             return {}
         job_ids = sorted({job.id for job, _ in self.pairs})
@@ -240,8 +241,8 @@ class Problem:
             result = milp(objective, constraints=LinearConstraint(matrix, -np.inf, upper),
                           integrality=np.ones(len(objective)), bounds=Bounds(0, 1),
                           options={"time_limit": self.policy.time_limit_seconds})
-        if result.x is None:  # no solution within the limit: nobody moves this round
-            return {}
+        if result.x is None:
+            return None
         return {job.id: config for (job, config), x in zip(self.pairs, result.x, strict=True) if x > 0.5}
 
     def reason(self, job: JobInfo, config: Configuration) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..capacity import Capacity
-from ..policy import register
+from ..policy import Capabilities, register
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import SpeedMemo, grant_in_order
 
@@ -30,7 +30,9 @@ from ._ordering import SpeedMemo, grant_in_order
 @register
 class SrtfPolicy:
     name: ClassVar[str] = "srtf"
-    count_rule: ClassVar[str] = "which srtf gives every job (it does not scale jobs)"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        count_rule="which srtf gives every job (it does not scale jobs)",
+    )
     event_driven: ClassVar[bool] = True
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:

@@ -33,7 +33,7 @@ from collections import Counter
 from typing import ClassVar
 
 from ..capacity import Capacity
-from ..policy import register
+from ..policy import Capabilities, register
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import SpeedMemo, grant_in_order, resize_note
 
@@ -42,6 +42,7 @@ from ._ordering import SpeedMemo, grant_in_order, resize_note
 class ThemisPolicy:
     name: ClassVar[str] = "themis"
     event_driven: ClassVar[bool] = True
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         fairness = FinishTimeFairness(snap)

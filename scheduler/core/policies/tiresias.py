@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..capacity import Capacity
-from ..policy import register
+from ..policy import Capabilities, register
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import grant_in_order
 
@@ -60,7 +60,9 @@ class _Levels:
 @register
 class TiresiasPolicy:
     name: ClassVar[str] = "tiresias"
-    count_rule: ClassVar[str] = "which tiresias gives every job (it does not scale jobs)"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        count_rule="which tiresias gives every job (it does not scale jobs)",
+    )
     event_driven: ClassVar[bool] = True
 
     def __init__(self, thresholds: Sequence[float] = DEFAULT_THRESHOLDS, starvation_factor: float = 8.0) -> None:

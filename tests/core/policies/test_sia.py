@@ -86,7 +86,9 @@ def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError):
         SiaPolicy(p=0)
     with pytest.raises(ValueError):
-        SiaPolicy(restart_seconds={"bert": float("nan")})
+        SiaPolicy(restart_seconds_by_profile={"bert": float("nan")})
+    with pytest.raises(ValueError):
+        SiaPolicy(restart_seconds=float("inf"))
 
 
 def test_an_elastic_job_whose_range_holds_no_configuration_gets_its_minimum() -> None:
@@ -103,3 +105,23 @@ def test_a_job_held_by_the_rescale_limit_keeps_its_gpus_instead_of_moving() -> N
     result = run_cycle(snap, get_policy("sia"), state)
     assert result.changes == () and result.decisions["j"].gpus == ("t0-g0",)
     assert "rescales in the last hour" in result.decisions["j"].reason
+
+
+@pytest.mark.parametrize("name", ["sia", "sia-profiled"])
+def test_a_solver_without_an_answer_moves_nobody(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HiGHS at its time limit (or on a model it cannot solve) returns no x: running jobs keep their GPUs."""
+    from types import SimpleNamespace
+
+    from scheduler.core.policies import sia
+
+    monkeypatch.setattr(sia, "milp", lambda *args, **kwargs: SimpleNamespace(x=None, status=1))
+    running = job("run", min_gpus=1, max_gpus=8, profile="model", holds=2, on="a0", submit=-10_000)
+    other = job("t", min_gpus=1, max_gpus=4, profile="model", holds=4, on="t0", submit=-5_000)
+    waiting = job("new", min_gpus=1, max_gpus=8, profile="model", submit=50.0)
+    snap = snapshot(MIXED, running, other, waiting, profiles=PROFILES)
+    result = run_cycle(snap, get_policy(name), {"policy": {"largest": {"run": 2, "t": 4}}})
+    assert result.changes == ()
+    assert {d.action for d in result.decisions.values()} == {Action.KEEP, Action.WAIT}
+    assert "solver gave no answer" in result.note and "keep their GPUs" in result.note
+    assert "solver gave no answer" in result.decisions["run"].reason
+    assert result.state["policy"] == {"largest": {"run": 2, "t": 4}}  # its memory survives the round

@@ -1,0 +1,106 @@
+"""One typed scheduling configuration, from settings to policy, and the one place that builds a policy.
+
+``SchedulingConfig`` is what a round needs to know beyond the cluster: which policy with which
+configuration, how often rounds run, what a restart costs, and the round's elasticity guards. The live
+scheduler's settings row, a what-if's ``Scenario``, the forecast, the consequences preview and the backtest
+each produce one, and ``build_policy`` turns it into the policy object: so a policy that prices restarts
+(Pollux's re-allocation factor, Sia's restart factor) prices the delay the executor or the simulator charges,
+live and in what-ifs alike. Every default lives here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cycle import CycleConfig
+from .policy import POLICIES, Policy, UnknownPolicy, load_builtin_policies
+from .types import JobInfo
+
+DEFAULT_POLICY = "tiresias"
+DEFAULT_ROUND_SECONDS = 60.0
+# How long a job stalls to checkpoint and reload after a rescale or a preemption, when nothing better is
+# known (Pollux's simulator charges 30 s on every re-allocation; Sia's uses 30 s for a model outside its table).
+DEFAULT_RESTART_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class SchedulingConfig:
+    """How rounds are run: the policy and its configuration, the round interval, restart delays, the guards.
+
+    ``policy_config`` is the policy's own constructor configuration (JSON). ``restart_seconds`` is the delay of
+    a restart, ``restart_seconds_by_profile`` a workload profile's own where it differs (its checkpoint's size
+    sets it); both are charged by whoever runs the jobs and priced by the policies that price restarts.
+    """
+
+    policy: str = DEFAULT_POLICY
+    policy_config: Mapping[str, Any] = field(default_factory=dict)
+    round_seconds: float = DEFAULT_ROUND_SECONDS
+    restart_seconds: float = DEFAULT_RESTART_SECONDS
+    restart_seconds_by_profile: Mapping[str, float] = field(default_factory=dict)
+    cycle: CycleConfig = field(default_factory=CycleConfig)
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.round_seconds) and self.round_seconds > 0):
+            raise ValueError("round_seconds must be finite and > 0")
+        delays = [self.restart_seconds, *self.restart_seconds_by_profile.values()]
+        if any(not (isinstance(d, int | float) and math.isfinite(d) and d >= 0) for d in delays):
+            raise ValueError("restart delays must be finite and ≥ 0")
+        if not isinstance(self.policy_config, Mapping):
+            raise ValueError("policy_config must be an object of the policy's settings")
+
+    def restart_delay(self, profile: str | None) -> float:
+        """The restart delay of a job of ``profile``."""
+        return self.restart_seconds_by_profile.get(profile or "", self.restart_seconds)
+
+
+@dataclass(frozen=True)
+class PricesRestarts:
+    """The restart delays of a policy that prices restarts (``Capabilities.prices_restarts``), which
+    ``build_policy`` fills from the configuration; a policy dataclass inherits them."""
+
+    restart_seconds: float = DEFAULT_RESTART_SECONDS
+    restart_seconds_by_profile: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        delays = [self.restart_seconds, *self.restart_seconds_by_profile.values()]
+        if any(not (isinstance(d, int | float) and math.isfinite(d) and d >= 0) for d in delays):
+            raise ValueError("restart_seconds must be finite and ≥ 0")
+
+    def restart_delay(self, job: JobInfo) -> float:
+        """What one restart of ``job`` costs it."""
+        return self.restart_seconds_by_profile.get(job.profile or "", self.restart_seconds)
+
+
+def policy_class(name: str) -> type[Policy]:
+    load_builtin_policies()
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise UnknownPolicy(name) from None
+
+
+def build_policy(config: SchedulingConfig) -> Policy:
+    """The configured policy. One that prices restarts is given the configured delays unless its own
+    configuration names them; a bad configuration raises ``ValueError`` (``TypeError`` for an unknown key)."""
+    cls = policy_class(config.policy)
+    settings = dict(config.policy_config)
+    if cls.capabilities.prices_restarts:
+        settings.setdefault("restart_seconds", config.restart_seconds)
+        settings.setdefault("restart_seconds_by_profile", dict(config.restart_seconds_by_profile))
+    return cls(**settings)
+
+
+def policy_config_errors(name: str, policy_config: Any) -> str | None:
+    """What is wrong with ``policy_config`` for policy ``name``, in words; None when the policy accepts it."""
+    if not isinstance(policy_config, Mapping):
+        return "Expected an object of the policy's settings."
+    try:
+        build_policy(SchedulingConfig(policy=name, policy_config=policy_config))
+    except UnknownPolicy as exc:
+        return str(exc)
+    except (TypeError, ValueError) as exc:  # an unknown setting, or a value the policy refuses
+        return str(exc)
+    return None

@@ -1,0 +1,75 @@
+"""One live round: the settings' ``SchedulingConfig`` → the snapshot → ``run_cycle`` → one transaction → the
+executor.
+
+A round runs under a lease, so only one runs at a time across all workers; a worker killed mid-round leaves
+the lease to expire. A policy that raises (a broken contract) records a failed round and touches nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import uuid
+from datetime import datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from ..core.config import SchedulingConfig, build_policy
+from ..core.cycle import run_cycle
+from ..executors import get_executor
+from ..models import RoundStatus, SchedulerSettings, SchedulingRound
+from .config import scheduler_settings, scheduling_config
+from .launches import unlaunched
+from .lease import release_lease, take_lease
+from .memory import load_round_state
+from .snapshot import LiveSnapshot, build_snapshot
+from .writer import Timings, apply_round
+
+logger = logging.getLogger(__name__)
+
+ROUND_TASK = "scheduler.run_round"
+ROUND_LEASE = "scheduling-round"
+
+
+def run_round(now: datetime | None = None, holder: str | None = None) -> SchedulingRound | None:
+    """Run one round; None when rounds are paused or another worker holds the round's lease."""
+    row = scheduler_settings()
+    if row.paused:
+        return None
+    holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    if not take_lease(ROUND_LEASE, holder, settings.ROUND_LEASE_SECONDS):
+        logger.info("round skipped: another worker holds the round's lease")
+        return None
+    try:
+        return _run_round(row, scheduling_config(row), now or timezone.now())
+    finally:
+        release_lease(ROUND_LEASE, holder)
+
+
+def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) -> SchedulingRound:
+    timings = Timings()
+    policy = build_policy(config)
+    executor = get_executor(row)
+    live = build_snapshot(now)
+    before = {job.id for job in live.snap.jobs}
+    observed = executor.observe(live.snap, now)
+    finished = len(before - {job.id for job in observed.jobs})
+    live = LiveSnapshot(observed, live.gpu_pk, live.gpu_place, live.pending_reasons)
+    timings.mark("snapshot")
+    try:
+        result = run_cycle(live.snap, policy, load_round_state(policy.name), config.cycle)
+    except Exception as exc:  # a broken policy must not touch the cluster; the round says why
+        logger.exception("policy %s failed", policy.name)
+        return SchedulingRound.objects.create(
+            policy=policy.name, started_at=now, finished_at=timezone.now(), status=RoundStatus.FAILED,
+            jobs_considered=len(live.snap.jobs), finished=finished, executor=executor.name,
+            error=f"{type(exc).__name__}: {exc}",
+        )
+    timings.mark("policy")
+    if result.note:
+        logger.warning("round under %s: %s", policy.name, result.note)
+    round_row = apply_round(live, result, policy.name, now, executor.name, finished, timings)
+    executor.launch(unlaunched(live.gpu_place), now)
+    return round_row

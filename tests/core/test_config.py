@@ -1,0 +1,49 @@
+"""The one scheduling configuration (scheduler/core/config.py): the only builder of policies."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.core.config import DEFAULT_RESTART_SECONDS, SchedulingConfig, build_policy, policy_config_errors
+from scheduler.core.policies.pollux import PolluxPolicy
+from scheduler.core.policies.sia import SiaPolicy
+from scheduler.core.policy import POLICIES, Capabilities, policy_names
+
+from .policies import job
+
+
+@pytest.mark.parametrize("name", ["pollux", "sia", "sia-profiled"])
+def test_a_policy_that_prices_restarts_prices_the_configured_delay(name: str) -> None:
+    policy = build_policy(SchedulingConfig(policy=name, restart_seconds=90.0,
+                                           restart_seconds_by_profile={"bert": 200.0}))
+    assert isinstance(policy, PolluxPolicy | SiaPolicy)
+    assert policy.restart_delay(job("j", profile="cifar10")) == 90.0
+    assert policy.restart_delay(job("k", profile="bert")) == 200.0
+
+
+def test_the_policy_s_own_configuration_wins_over_the_round_s_delays() -> None:
+    policy = build_policy(SchedulingConfig(policy="pollux", policy_config={"restart_seconds": 5.0},
+                                           restart_seconds=90.0))
+    assert isinstance(policy, PolluxPolicy) and policy.restart_seconds == 5.0
+
+
+def test_the_restart_default_has_one_home() -> None:
+    assert SchedulingConfig().restart_seconds == DEFAULT_RESTART_SECONDS
+    assert PolluxPolicy().restart_seconds == SiaPolicy().restart_seconds == DEFAULT_RESTART_SECONDS
+
+
+def test_every_policy_declares_typed_capabilities() -> None:
+    for name in policy_names():
+        assert isinstance(POLICIES[name].capabilities, Capabilities), name
+
+
+@pytest.mark.parametrize("bad", [{"restart_seconds": float("nan")}, {"no_such_setting": 1}, [1, 2]])
+def test_a_bad_policy_configuration_is_named_not_raised(bad: object) -> None:
+    assert policy_config_errors("pollux", bad)
+
+
+@pytest.mark.parametrize("field, value", [("round_seconds", 0.0), ("restart_seconds", -1.0),
+                                          ("restart_seconds", float("inf"))])
+def test_a_configuration_refuses_impossible_numbers(field: str, value: float) -> None:
+    with pytest.raises(ValueError):
+        SchedulingConfig(**{field: value})
