@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from .core.config import policy_config_errors
 from .core.policy import policy_names
 from .forecasts import FORECAST_TASK
 from .live.config import scheduler_settings
@@ -26,20 +27,27 @@ from .runtime_models import TRAIN_TASK
 ROUND_SCHEDULE_NAME = "scheduling-round"
 FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME = "forecast", "train-runtime-model"
 TRAIN_EVERY_SECONDS = 3600
-EDITABLE = ("policy", "round_seconds", "executor", "simulated_speedup", "restart_seconds", "paused")
+EDITABLE = ("policy", "policy_config", "round_seconds", "executor", "simulated_speedup", "restart_seconds", "paused")
 
 
 def validate_settings(row: SchedulerSettings) -> None:
-    """Field errors for a settings row: the model's own checks and a known policy."""
+    """Field errors for a settings row: the model's own checks, a known policy, and a configuration it accepts."""
     errors: dict[str, Any] = {}
     try:
         row.full_clean()
     except ValidationError as exc:
         errors.update(exc.message_dict)
-    if row.policy not in policy_names():
-        errors["policy"] = [f"Unknown policy {row.policy!r}; known: {', '.join(policy_names())}."]
+    errors.update(policy_errors(row.policy, row.policy_config))
     if errors:
         raise ValidationError(errors)
+
+
+def policy_errors(policy: str, policy_config: Any) -> dict[str, list[str]]:
+    """A field error for an unknown policy, or for a configuration the policy refuses (unknown setting, bad value)."""
+    if policy not in policy_names():
+        return {"policy": [f"Unknown policy {policy!r}; known: {', '.join(policy_names())}."]}
+    problem = policy_config_errors(policy, policy_config if policy_config is not None else {})
+    return {"policy_config": [f"Not a configuration of {policy}: {problem}"]} if problem else {}
 
 
 def update_settings(actor: User | AnonymousUser | None = None, **changes: Any) -> SchedulerSettings:
@@ -64,11 +72,17 @@ def record_changes(before: dict[str, Any], row: SchedulerSettings, actor: User |
     user = actor if isinstance(actor, User) else None
     changed = [name for name in EDITABLE if before[name] != getattr(row, name)]
     SettingsChange.objects.bulk_create(
-        SettingsChange(at=now, field=name, old_value=str(before[name]), new_value=str(getattr(row, name)), actor=user)
+        SettingsChange(at=now, field=name, old_value=_shown(before[name]), new_value=_shown(getattr(row, name)),
+                       actor=user)
         for name in changed
     )
     if {"round_seconds", "paused"} & set(changed):
         sync_round_schedule(row)
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True) if isinstance(value, dict) else str(value)
+    return text if len(text) <= 100 else text[:99] + "…"
 
 
 def sync_round_schedule(row: SchedulerSettings | None = None) -> PeriodicTask:

@@ -6,7 +6,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.db import transaction
 from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
@@ -15,7 +14,7 @@ from ..core.policy import policy_names
 from ..live.config import scheduler_settings
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
 from ..preview import Preview, preview_round
-from ..schedule import EDITABLE, record_changes
+from ..schedule import EDITABLE, policy_errors, update_settings
 from .audit import AuditAdmin
 from .common import PreviewBeforeSaving
 
@@ -30,6 +29,15 @@ class SchedulerSettingsForm(forms.ModelForm):
     class Meta:
         model = SchedulerSettings
         fields = list(EDITABLE)
+
+    def clean(self) -> dict[str, Any]:
+        """The service's own checks (``schedule.validate_settings``), as form errors before anything is saved."""
+        cleaned = super().clean() or {}
+        if "policy_config" in cleaned and cleaned["policy_config"] is None:  # an empty box: no settings
+            cleaned["policy_config"] = {}
+        for name, problems in policy_errors(cleaned.get("policy", ""), cleaned.get("policy_config") or {}).items():
+            self.add_error(name if name in self.fields else None, problems)
+        return cleaned
 
 
 @admin.register(SchedulerSettings)
@@ -57,11 +65,9 @@ class SchedulerSettingsAdmin(PreviewBeforeSaving, admin.ModelAdmin):
         return preview_round(after, timezone.now()), f"policy {before} → {after}"
 
     def save_model(self, request: HttpRequest, obj: SchedulerSettings, form: forms.ModelForm, change: bool) -> None:
-        with transaction.atomic():
-            stored = SchedulerSettings.objects.select_for_update().get(pk=obj.pk)
-            before = {name: getattr(stored, name) for name in EDITABLE}
-            obj.save()
-            record_changes(before, obj, request.user)
+        """Through the same service as the API and beat: validated, audited, beat resynced."""
+        update_settings(request.user, **{name: form.cleaned_data[name] for name in form.changed_data
+                                         if name in EDITABLE})
 
 
 @admin.register(SettingsChange)

@@ -65,6 +65,9 @@ class SimConfig:
     # Jobs that cannot finish by the horizon (a forecast's): once only they remain, all running, with no arrival
     # to come, the run stops there rather than simulate them to the horizon round by round.
     stop_once_only: frozenset[str] = frozenset()
+    # A forecast's bound on work: while an elastic policy's rounds change nothing, the next comes twice as late, up
+    # to this many seconds apart, until an arrival or a completion (None: every round_seconds, as live).
+    quiet_rounds_up_to: float | None = None
     charge_first_start: bool = False  # also charge the restart delay on a job's first start (Pollux's simulator does)
     power_down: PowerDownConfig | None = None  # switch idle nodes off (powerdown.py)
     # A model's own restart delay (its checkpoint's size sets it), by profile, instead of ``restart_seconds``.
@@ -160,6 +163,7 @@ class _Engine:
         self.usage = UsageRecorder(nodes)
         self.state: PolicyState | None = None
         self.now, self.next_arrival, self.rounds, self.running = self.start.now, 0, 0, 0
+        self.quiet_rounds = 0  # rounds in a row that changed nothing
         self.growable = 0  # running jobs below their max_gpus
         self.decision_at: float | None = None
         self.power = NodePower(nodes, config.power_down) if config.power_down else None
@@ -324,12 +328,13 @@ class _Engine:
         snapshot = self._snapshot()
         result = run_cycle(snapshot, self.policy, self.state, self.config.cycle)
         self.state, self.rounds = result.state, self.rounds + 1
+        self.quiet_rounds = 0 if result.changes else self.quiet_rounds + 1
         for decision in result.changes:
             self._apply(self.active[decision.job_id], decision)
         if self.execution.curves:
             self._retune_batches()
         if not self.policy.event_driven and (self.running > 0 or self.next_arrival < len(self.arrivals)):
-            self._request_decision(self.now + self.config.round_seconds)
+            self._request_decision(self.now + self._next_round_in())
         if result.wake_at is not None and math.isfinite(result.wake_at) and self._someone_could_use_gpus():
             self._request_decision(max(result.wake_at, self.now + self.config.round_seconds))
 
@@ -351,6 +356,12 @@ class _Engine:
         # Unchecked: ids were checked once, in __init__, and jobs hold only GPUs run_cycle placed.
         return ClusterSnapshot(self.now, nodes, jobs, self.tenants, self.static.profiles, self._indexed[1],
                                check=False)
+
+    def _next_round_in(self) -> float:
+        step, most = self.config.round_seconds, self.config.quiet_rounds_up_to
+        if most is None or self.quiet_rounds == 0:
+            return step
+        return max(step, min(step * 2 ** min(self.quiet_rounds, 30), most))
 
     def _plan_power(self) -> None:
         """Node power-down what-if: switch nodes on for waiting jobs, idle ones beyond the spares off."""

@@ -33,6 +33,9 @@ from .records import JobOutcome, WorkloadJob
 from .start import StartState
 
 ARRIVAL_PREFIX = "arrival:"  # ids of sampled future arrivals, never a real job's
+# While an elastic policy's rounds change nothing, a forecast runs them ever less often, at most this far apart: a
+# queue that waits days for a long job takes hundreds of rounds, not one per interval (86,400 at 30 s a month).
+QUIET_ROUNDS_UP_TO = 3600.0
 
 
 @dataclass(frozen=True)
@@ -94,13 +97,14 @@ def _run(given: ForecastInput, policy: Policy, sample: Sequence[WorkloadJob]) ->
 def _bounded_by_work(given: ForecastInput) -> SimConfig:
     """The run's settings, told which jobs cannot finish by its horizon however the cluster treats them: once only
     they remain, running, the run stops instead of simulating them round by round to the horizon (one job with
-    years of work made every forecast run out of time)."""
+    years of work made every forecast run out of time); and rounds that change nothing come ever less often."""
     horizon = given.config.horizon
     if horizon is None or not math.isfinite(horizon):
         return given.config
     done = {**given.start.progress, **{job_id: run.progress for job_id, run in given.start.running.items()}}
     endless = cannot_finish_within(given.jobs, done, given.nodes, given.profiles, horizon - given.start.now)
-    return dataclasses.replace(given.config, stop_once_only=endless) if endless else given.config
+    quiet = given.config.quiet_rounds_up_to or QUIET_ROUNDS_UP_TO
+    return dataclasses.replace(given.config, stop_once_only=endless, quiet_rounds_up_to=quiet)
 
 
 def _estimate(outcome: JobOutcome, run: Mapping[str, JobOutcome], now: float) -> Estimate:

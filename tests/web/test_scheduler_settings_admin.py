@@ -96,3 +96,27 @@ def test_the_preview_needs_the_change_permission(client: Client, db: None) -> No
     url = reverse("admin:scheduler_schedulersettings_change", args=[scheduler_settings().pk])
     assert client.post(url, form(policy="pollux")).status_code == 403
     assert SchedulerSettings.objects.get().policy == "tiresias"
+
+
+def test_admin_saves_through_the_settings_service_and_its_checks(operator_client: Client, monkeypatch) -> None:
+    """Admin, API and beat change settings through ``schedule.update_settings``: the same validation and audit."""
+    from scheduler import schedule
+    from scheduler.admin import scheduling
+
+    calls = []
+    monkeypatch.setattr(scheduling, "update_settings", lambda *a, **kw: calls.append(kw) or schedule.update_settings(
+        *a, **kw))
+    url = reverse("admin:scheduler_schedulersettings_change", args=[scheduler_settings().pk])
+    response = operator_client.post(url, form(round_seconds=45))
+    assert response.status_code == 302 and calls == [{"round_seconds": 45}]
+    assert SchedulerSettings.objects.get().round_seconds == 45
+
+
+def test_a_policy_configuration_the_policy_refuses_is_a_form_error(operator_client: Client) -> None:
+    url = reverse("admin:scheduler_schedulersettings_change", args=[scheduler_settings().pk])
+    for bad in ('{"no_such_setting": 1}', '{"restart_seconds": -5}', '[1, 2]'):
+        response = operator_client.post(url, form(policy="tiresias", policy_config=bad))
+        assert response.status_code == 200 and "Not a configuration of tiresias" in response.content.decode(), bad
+    assert not SettingsChange.objects.exists()
+    response = operator_client.post(url, form(policy="tiresias", policy_config='{"thresholds": [3600]}'))
+    assert response.status_code == 302, response.content.decode()[-3000:]
