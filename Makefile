@@ -29,9 +29,9 @@ run: venv
 	$(MANAGE) collectstatic --noinput --verbosity 0
 	@echo "Cluster Ops on http://$${WEB_ADDRESS:-127.0.0.1:8000}/ — a process that dies is restarted; Ctrl-C stops them all"
 	@mkdir -p "$${VAR_DIR:-$(CURDIR)/var}"
-	PATH="$(CURDIR)/$(BIN):$$PATH" CLUSTER_OPS_BIN="$(CURDIR)/$(BIN)" EMBEDDED_REDIS=$(EMBEDDED_REDIS) \
-	    VAR_DIR="$${VAR_DIR:-$(CURDIR)/var}" WEB_ADDRESS="$${WEB_ADDRESS:-127.0.0.1:8000}" \
-	    exec $(BIN)/supervisord -c supervisord.conf
+	@export PATH="$(CURDIR)/$(BIN):$$PATH" CLUSTER_OPS_BIN="$(CURDIR)/$(BIN)" EMBEDDED_REDIS=$(EMBEDDED_REDIS) \
+	    VAR_DIR="$${VAR_DIR:-$(CURDIR)/var}" WEB_ADDRESS="$${WEB_ADDRESS:-127.0.0.1:8000}" && \
+	    conf=$$($(MANAGE) process_config) && exec $(BIN)/supervisord -c "$$conf"
 
 test: venv
 	@bash scripts/run_tests.sh

@@ -286,17 +286,19 @@ WHATIF_LEASE_SECONDS = envint("WHATIF_LEASE_SECONDS", 600, minimum=1)
 
 # --- Queues: nothing waits behind anything ------------------------------------------------
 # Rounds, the demo feed and heartbeats have a queue of their own, consumed by a worker that takes nothing else
-# (Procfile: worker-rounds); what-ifs and reports go to the background queue, each under a time limit; telemetry and
-# the recovery of lost background work stay on Celery's default queue, so that a background queue full of long
-# what-ifs cannot stop its own repair. Node agents consume node.<hostname> (sent there explicitly).
-ROUND_QUEUE, BACKGROUND_QUEUE, DEFAULT_QUEUE = "rounds", "background", "celery"
+# (Procfile: rounds). What-ifs go to the background queue (two processes: at most two run at once), each under a
+# time limit. Forecasts, reports and the runtime model have a queue of their own (Procfile: reports), so that long
+# what-ifs holding every background slot never hold up an estimate or a report. Telemetry and the recovery of lost
+# background work stay on Celery's default queue, so that nothing else can stop its own repair. Node agents consume
+# node.<hostname> (sent there explicitly).
+ROUND_QUEUE, BACKGROUND_QUEUE, REPORT_QUEUE, DEFAULT_QUEUE = "rounds", "background", "reports", "celery"
 CELERY_TASK_DEFAULT_QUEUE = DEFAULT_QUEUE
 CELERY_TASK_ROUTES = {
     **{name: {"queue": ROUND_QUEUE} for name in (
         "scheduler.run_round", "scheduler.feed_demo", "cluster_ops.heartbeat")},
-    **{name: {"queue": BACKGROUND_QUEUE} for name in (
-        "scheduler.run_whatif", "scheduler.finish_sweep", "reports.make", "reports.make_scheduled", "reports.deliver",
-        "scheduler.forecast", "scheduler.train_runtimes")},
+    **{name: {"queue": BACKGROUND_QUEUE} for name in ("scheduler.run_whatif", "scheduler.finish_sweep")},
+    **{name: {"queue": REPORT_QUEUE} for name in (
+        "reports.make", "reports.make_scheduled", "reports.deliver", "scheduler.forecast", "scheduler.train_runtimes")},
 }
 # Soft limit: the task is told (SoftTimeLimitExceeded) and records why it stopped; hard limit: the process is killed
 # and ``recover_*`` marks the row failed. A worker started with WORKER_MEMORY_LIMIT_MIB (the Procfile's background

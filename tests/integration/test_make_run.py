@@ -15,6 +15,7 @@ from http.cookiejar import CookieJar
 from pathlib import Path
 from urllib.parse import urlencode
 
+import psutil
 import pytest
 
 from .conftest import free_port, wait_until
@@ -57,9 +58,11 @@ def processes_with(marker: str) -> list[int]:
 
 
 def supervised_pid(program: str, var_dir: Path) -> int | None:
-    status = subprocess.run([str(Path(sys.executable).parent / "supervisorctl"), "-c", "supervisord.conf", "status",
-                             program], capture_output=True, text=True, env={**os.environ, "VAR_DIR": str(var_dir)},
-                            cwd=Path(__file__).resolve().parents[2])
+    # The generated configuration names its paths: supervisorctl needs no VAR_DIR (it failed with a format error).
+    env = {k: v for k, v in os.environ.items() if k != "VAR_DIR"}
+    supervisorctl = str(Path(sys.executable).parent / "supervisorctl")
+    status = subprocess.run([supervisorctl, "-c", str(var_dir / "supervisord.conf"), "status", program],
+                            capture_output=True, text=True, env=env)
     found = re.search(r"RUNNING\s+pid (\d+)", status.stdout)
     return int(found.group(1)) if found else None
 
@@ -89,20 +92,28 @@ def log_in_and_get(base: str, path: str, password: str) -> str:
     return opener.open(f"{base}{path}").read().decode()
 
 
-@pytest.mark.needs("make")
-def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures_dir: Path, tmp_path: Path) -> None:
-    marker, web_port = f"CLUSTER_OPS_STACK_TEST={uuid.uuid4().hex}", free_port()
+def stack_env(fixtures_dir: Path, var_dir: Path, marker: str, web_port: int) -> dict[str, str]:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
     env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("DJANGO") and k != "DATABASE_URL"},
-        "VAR_DIR": str(tmp_path), "EMBEDDED_REDIS_PORT": str(free_port()), "WEB_ADDRESS": f"127.0.0.1:{web_port}",
+        **{k: v for k, v in inherited.items() if k not in ("DATABASE_URL", "REDIS_URL")},
+        "VAR_DIR": str(var_dir), "EMBEDDED_REDIS_PORT": str(free_port()), "WEB_ADDRESS": f"127.0.0.1:{web_port}",
         "HEARTBEAT_SECONDS": "1", "DEMO_ROUND_SECONDS": "2", "ADMIN_PASSWORD": "stack-test-password",
         "TRACES_DIR": str(fixtures_dir),
         marker.split("=")[0]: marker.split("=")[1],
     }
-    env.pop("REDIS_URL", None)
+    return env
+
+
+def start_stack(repo_root: Path, env: dict[str, str]) -> tuple[subprocess.Popen, Output]:
     stack = subprocess.Popen(["make", "--no-print-directory", "run"], cwd=repo_root, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    output = Output(stack.stdout)
+    return stack, Output(stack.stdout)
+
+
+@pytest.mark.needs("make")
+def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures_dir: Path, tmp_path: Path) -> None:
+    marker, web_port = f"CLUSTER_OPS_STACK_TEST={uuid.uuid4().hex}", free_port()
+    stack, output = start_stack(repo_root, stack_env(fixtures_dir, tmp_path, marker, web_port))
     try:
         assert output.wait_for(r"heartbeat #2 from worker", seconds=120), output.text[-3000:]
         assert "created admin user" in output.text and "16 node(s), 3 tenant(s), 3 job(s) added" in output.text
@@ -113,7 +124,7 @@ def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures
         assert output.wait_for(r"scheduler\.run_round.*succeeded", seconds=60), output.text[-3000:]
         events = log_in_and_get(base, "/admin/scheduler/rescaleevent/?kind=start", "stack-test-password")
         assert "started on" in events or "GPUs" in events, events[-2000:]
-        assert len(processes_with(marker)) >= 7  # supervisord, redis, three workers (+ children), beat, gunicorn
+        assert len(processes_with(marker)) >= 8  # supervisord, redis, four workers (+ children), beat, gunicorn
         for program in ("rounds", "redis"):  # issue 13: one dead component took everything down
             survives_a_kill(program, tmp_path, base, output)
         beats = output.text.count("heartbeat #")  # the restarted round worker beats again, through the new Redis
@@ -125,3 +136,30 @@ def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert processes_with(marker) == [], output.text[-3000:]
+
+
+@pytest.mark.needs("make")
+def test_no_process_outlives_its_supervisor_and_a_second_run_is_refused(repo_root: Path, fixtures_dir: Path,
+                                                                        tmp_path: Path) -> None:
+    """supervisord SIGKILLed left gunicorn, the workers, beat and Redis serving as orphans, and the next `make run`
+    collided with them (issue 20, item 6)."""
+    marker, web_port = f"CLUSTER_OPS_STACK_TEST={uuid.uuid4().hex}", free_port()
+    env = stack_env(fixtures_dir, tmp_path / "first", marker, web_port)
+    stack, output = start_stack(repo_root, env)
+    try:
+        assert output.wait_for(r"heartbeat #1 from worker", seconds=120), output.text[-3000:]
+        again = subprocess.run(["make", "--no-print-directory", "run"], cwd=repo_root, text=True, timeout=120,
+                               env={**env, "VAR_DIR": str(tmp_path / "second")}, capture_output=True)
+        refusal = again.stdout + again.stderr
+        assert again.returncode != 0 and f"port {web_port}" in refusal and "is held by pid" in refusal, refusal[-2000:]
+        supervisor = int((tmp_path / "first" / "supervisord.pid").read_text())
+        os.kill(supervisor, signal.SIGKILL)
+        assert wait_until(lambda: processes_with(marker) == [], seconds=30), [
+            " ".join(psutil.Process(pid).cmdline())[:100] for pid in processes_with(marker) if psutil.pid_exists(pid)]
+    finally:
+        for pid in processes_with(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        stack.wait(timeout=60)

@@ -6,16 +6,20 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+import pytest
+
 from scheduler import forecasts, services
 from scheduler.live.lease import take_lease
+from scheduler.models import Forecast, Job, JobState, Tenant
 from scheduler.schedule import update_settings
-from scheduler.models import Forecast, Job, JobState, Node, Tenant
 
-from .test_forecasts import NOW, at, cluster, estimates, rigid, run_on_all_gpus  # noqa: F401  (fixtures)
+from .test_forecasts import NOW, at, estimates, rigid, run_on_all_gpus
+from .test_forecasts import cluster as forecast_cluster  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.usefixtures("forecast_cluster")
 
 
-def test_a_job_that_finishes_while_the_forecast_reads_breaks_nothing(cluster: Node, tenant: Tenant,
-                                                                      monkeypatch) -> None:
+def test_a_job_that_finishes_while_the_forecast_reads_breaks_nothing(tenant: Tenant, monkeypatch) -> None:
     """The forecast read the jobs a second time after the snapshot: a round committing between the two reads
     (here: a job finishing) gave KeyError(<job id>)."""
     a = rigid(tenant, "A", 4, 300, 900)
@@ -34,13 +38,13 @@ def test_a_job_that_finishes_while_the_forecast_reads_breaks_nothing(cluster: No
     assert estimates()["B"].estimated_start == at(100)
 
 
-def test_one_forecast_at_a_time(cluster: Node, tenant: Tenant) -> None:
+def test_one_forecast_at_a_time(tenant: Tenant) -> None:
     rigid(tenant, "A", 4, 300, 900)
     assert take_lease(forecasts.FORECAST_LEASE, "another worker", 300)
     assert forecasts.refresh(NOW, force=True) is None and not Forecast.objects.exists()
 
 
-def test_a_job_that_cannot_finish_within_the_horizon_does_not_hold_up_the_rest(cluster: Node, tenant: Tenant) -> None:
+def test_a_job_that_cannot_finish_within_the_horizon_does_not_hold_up_the_rest(tenant: Tenant) -> None:
     """A tenant's 1e9-work job (within the accepted bounds) made every forecast run out of time: simulated round by
     round to the 30-day horizon. It is 'not within 30 days' at once; the rest of the queue is still forecast."""
     update_settings(policy="sia-profiled", round_seconds=30)  # an elastic policy: a round every interval

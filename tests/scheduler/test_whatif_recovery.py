@@ -84,5 +84,9 @@ def test_every_background_task_has_a_time_limit_and_rounds_have_a_queue_of_their
     routes = settings.CELERY_TASK_ROUTES
     on_rounds = {name for name, route in routes.items() if route["queue"] == settings.ROUND_QUEUE}
     assert on_rounds == {"scheduler.run_round", "scheduler.feed_demo", "cluster_ops.heartbeat"}
-    assert routes["scheduler.run_whatif"]["queue"] == routes["reports.make"]["queue"] == settings.BACKGROUND_QUEUE
+    assert routes["scheduler.run_whatif"]["queue"] == settings.BACKGROUND_QUEUE
+    # Forecasts and reports never wait behind what-ifs (issue 20, item 3): a queue of their own.
+    on_reports = {name for name, route in routes.items() if route["queue"] == settings.REPORT_QUEUE}
+    assert on_reports == {"reports.make", "reports.make_scheduled", "reports.deliver", "scheduler.forecast",
+                          "scheduler.train_runtimes"}
     assert app.amqp.router.route({}, "scheduler.run_round")["queue"].name == "rounds"
