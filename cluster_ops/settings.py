@@ -282,7 +282,9 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 HEARTBEAT_SECONDS = envint("HEARTBEAT_SECONDS", 30, minimum=1)
 # A what-if run whose worker has not written progress for this long is taken over by the
 # redelivered task (the worker was killed mid-run).
-WHATIF_LEASE_SECONDS = envint("WHATIF_LEASE_SECONDS", 600, minimum=1)
+WHATIF_LEASE_SECONDS = envint("WHATIF_LEASE_SECONDS", 60, minimum=1)
+# A running what-if's heartbeat moves this often, from a thread of its own (scheduler/whatif/runs.py, Heartbeat).
+WHATIF_HEARTBEAT_SECONDS = envint("WHATIF_HEARTBEAT_SECONDS", 10, minimum=1)
 
 # --- Queues: nothing waits behind anything ------------------------------------------------
 # Rounds, the demo feed and heartbeats have a queue of their own, consumed by a worker that takes nothing else
@@ -293,6 +295,10 @@ WHATIF_LEASE_SECONDS = envint("WHATIF_LEASE_SECONDS", 600, minimum=1)
 # node.<hostname> (sent there explicitly).
 ROUND_QUEUE, BACKGROUND_QUEUE, REPORT_QUEUE, DEFAULT_QUEUE = "rounds", "background", "reports", "celery"
 CELERY_TASK_DEFAULT_QUEUE = DEFAULT_QUEUE
+# Long tasks, acknowledged late: a worker reserves no message beyond the ones it runs, so that what waits stays in the
+# broker's queue for the other workers (and for this one, restarted) rather than die with a killed worker's
+# reservations (issue 20: a queued what-if started only at the resend, 15 minutes later).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ROUTES = {
     **{name: {"queue": ROUND_QUEUE} for name in (
         "scheduler.run_round", "scheduler.feed_demo", "cluster_ops.heartbeat")},
@@ -312,7 +318,7 @@ FORECAST_ARRIVAL_SAMPLES = min(envint("FORECAST_ARRIVAL_SAMPLES", 0), 20)  # at 
 WORKER_MEMORY_LIMIT_MIB = envint("WORKER_MEMORY_LIMIT_MIB", 0)  # 0: no limit
 # Queued work lives in the database: what is still queued this long after it was sent is sent again (a broker that
 # lost its messages), and beat checks for it this often. A run that lost its worker this often is failed, not retried.
-RESEND_AFTER_SECONDS = envint("RESEND_AFTER_SECONDS", 900, minimum=10)
+RESEND_AFTER_SECONDS = envint("RESEND_AFTER_SECONDS", 120, minimum=10)
 RECOVER_SECONDS = envint("RECOVER_SECONDS", 60, minimum=5)
 MAX_ATTEMPTS = 3
 

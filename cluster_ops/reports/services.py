@@ -15,8 +15,10 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.files.base import ContentFile
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from cluster_ops.dispatch import send_after_commit
 from cluster_ops.models import Report, ReportStatus
 from scheduler.models import Tenant
 
@@ -59,7 +61,8 @@ def request_report(period: Period, tenant: Tenant | None, user: User | Anonymous
     queued = Report.objects.filter(pk=report.pk).exclude(status=ReportStatus.RUNNING).update(
         status=ReportStatus.QUEUED, sent_at=timezone.now())
     if queued:
-        transaction.on_commit(lambda: make.delay(report.pk, send))
+        send_after_commit(lambda: make.delay(report.pk, send), f"report {report.pk}",
+                          unsent=lambda: Report.objects.filter(pk=report.pk).update(sent_at=None))
     report.refresh_from_db()
     return report
 
@@ -125,8 +128,8 @@ def recover_reports(now: datetime) -> dict[str, int]:
     failed = Report.objects.filter(status=ReportStatus.RUNNING, started_at__lt=lost).update(
         status=ReportStatus.FAILED, error="Stopped: its worker was lost or it ran past its time limit; ask again.")
     stale = now - timedelta(seconds=settings.RESEND_AFTER_SECONDS)
-    resend = list(Report.objects.filter(status=ReportStatus.QUEUED, sent_at__lt=stale).values_list("pk", flat=True)
-                  [:100])
+    unsent = Q(sent_at__lt=stale) | Q(sent_at__isnull=True)  # lost by the broker, or never reached it
+    resend = list(Report.objects.filter(unsent, status=ReportStatus.QUEUED).values_list("pk", flat=True)[:100])
     Report.objects.filter(pk__in=resend).update(sent_at=now)
     for pk in resend:
         make.delay(pk)

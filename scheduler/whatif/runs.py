@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
@@ -26,11 +27,12 @@ from celery.utils import uuid
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from cluster_ops.celery import app as project_celery_app
+from cluster_ops.dispatch import send_after_commit
 from scheduler.models import WhatIfRun, WhatIfStatus, WhatIfSweep
 from scheduler.sim import scenario as scenario_rules
 from scheduler.sim.catalogue import COMPARED
@@ -94,18 +96,25 @@ def rerun(run: WhatIfRun, user: Actor = None, app: Celery | None = None) -> What
 
 
 def execute_run(run_id: int) -> bool:
-    """Simulate the queued run ``run_id`` and store its summary or its error; False if it was not queued."""
-    if not _claim(run_id):
+    """Simulate the queued run ``run_id`` and store its summary or its error; False if it was not queued.
+
+    While it runs, a heartbeat moves every ``WHATIF_HEARTBEAT_SECONDS`` (``Heartbeat``), so that a run whose
+    worker died is told from a live one within ``WHATIF_LEASE_SECONDS`` and run again (``recover_runs``).
+    """
+    attempt = _claim(run_id)
+    if attempt is None:
         return False
     try:
-        stored = scenario_from_dict(WhatIfRun.objects.values_list("scenario", flat=True).get(pk=run_id))
-        scenario = dataclasses.replace(stored, trace=str(traces.resolve(stored.trace)))
-        _, summary = run_scenario(scenario, Path(settings.TRACES_DIR), on_progress=ProgressWriter(run_id))
+        with Heartbeat(run_id, attempt):
+            stored = scenario_from_dict(WhatIfRun.objects.values_list("scenario", flat=True).get(pk=run_id))
+            scenario = dataclasses.replace(stored, trace=str(traces.resolve(stored.trace)))
+            progress = ProgressWriter(run_id, attempt=attempt)
+            _, summary = run_scenario(scenario, Path(settings.TRACES_DIR), on_progress=progress)
     except Exception as error:  # any failure of the simulation belongs on the run, not in the worker's log only
         logger.exception("what-if run %s failed", run_id)
-        _finish(run_id, status=WhatIfStatus.FAILED, error=failure_text(error))
+        _finish(run_id, attempt, status=WhatIfStatus.FAILED, error=failure_text(error))
         return True
-    _finish(run_id, status=WhatIfStatus.SUCCEEDED, summary=summary, progress=1.0)
+    _finish(run_id, attempt, status=WhatIfStatus.SUCCEEDED, summary=summary, progress=1.0)
     return True
 
 
@@ -121,29 +130,67 @@ def failure_text(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _claim(run_id: int) -> bool:
-    """Take the run if it is queued, or running under a worker that stopped beating (killed mid-run).
+def _claim(run_id: int) -> int | None:
+    """Take the run if it is queued, or running under a worker that stopped beating (killed mid-run); returns the
+    attempt it is now, or None if another worker has it (or it has no attempts left).
 
-    The task is acknowledged late, so a killed worker's task is delivered again; the lease
+    The task is acknowledged late, so a killed worker's task may be delivered again; the heartbeat
     (``WHATIF_LEASE_SECONDS``) tells a dead worker's run from a live one's.
     """
     now = timezone.now()
-    stale = Q(status=WhatIfStatus.RUNNING, heartbeat_at__lt=now - timedelta(seconds=settings.WHATIF_LEASE_SECONDS))
-    claimable = WhatIfRun.objects.filter(Q(status=WhatIfStatus.QUEUED) | stale, pk=run_id,
+    claimable = WhatIfRun.objects.filter(Q(status=WhatIfStatus.QUEUED) | _stopped_beating(now), pk=run_id,
                                          attempts__lt=settings.MAX_ATTEMPTS)
-    return claimable.update(status=WhatIfStatus.RUNNING, started_at=now, heartbeat_at=now, progress=0.0,
-                            attempts=F("attempts") + 1) == 1
+    with transaction.atomic():
+        if not claimable.update(status=WhatIfStatus.RUNNING, started_at=now, heartbeat_at=now, progress=0.0,
+                                attempts=F("attempts") + 1):
+            return None
+        return WhatIfRun.objects.values_list("attempts", flat=True).get(pk=run_id)
 
 
-def _finish(run_id: int, **fields: Any) -> None:
-    WhatIfRun.objects.filter(pk=run_id, status=WhatIfStatus.RUNNING).update(finished_at=timezone.now(), **fields)
+def _stopped_beating(now: datetime) -> Q:
+    return Q(status=WhatIfStatus.RUNNING, heartbeat_at__lt=now - timedelta(seconds=settings.WHATIF_LEASE_SECONDS))
+
+
+def _finish(run_id: int, attempt: int, **fields: Any) -> None:
+    """Store the outcome of ``attempt``, unless the run was cancelled, or taken over by a later attempt meanwhile."""
+    WhatIfRun.objects.filter(pk=run_id, status=WhatIfStatus.RUNNING, attempts=attempt).update(
+        finished_at=timezone.now(), **fields)
+
+
+class Heartbeat:
+    """Moves the run's ``heartbeat_at`` every ``WHATIF_HEARTBEAT_SECONDS`` from a thread, while the simulation
+    runs: progress alone is written only when jobs finish, which a live run can go minutes without."""
+
+    def __init__(self, run_id: int, attempt: int) -> None:
+        self.run_id, self.attempt = run_id, attempt
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name=f"whatif-{run_id}-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join()
+
+    def _beat(self) -> None:
+        try:
+            while not self.stopped.wait(settings.WHATIF_HEARTBEAT_SECONDS):
+                try:
+                    WhatIfRun.objects.filter(pk=self.run_id, status=WhatIfStatus.RUNNING,
+                                             attempts=self.attempt).update(heartbeat_at=timezone.now())
+                except DatabaseError:  # a busy database: the next beat tries again, well inside the lease
+                    logger.warning("what-if run %s: heartbeat not written", self.run_id, exc_info=True)
+        finally:
+            connection.close()  # this thread's own connection
 
 
 class ProgressWriter:
     """The simulator's ``on_progress``: writes the finished fraction, throttled (``PROGRESS_STEP``/``_INTERVAL_S``)."""
 
-    def __init__(self, run_id: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self.run_id, self.clock = run_id, clock
+    def __init__(self, run_id: int, clock: Callable[[], float] = time.monotonic, attempt: int | None = None) -> None:
+        self.run_id, self.clock, self.attempt = run_id, clock, attempt
         self.written, self.written_at = 0.0, clock()
 
     def __call__(self, finished: int, total: int) -> None:
@@ -151,7 +198,8 @@ class ProgressWriter:
         moved = fraction - self.written
         if moved <= 0 or (moved < PROGRESS_STEP and self.clock() - self.written_at < PROGRESS_INTERVAL_S):
             return
-        WhatIfRun.objects.filter(pk=self.run_id, status=WhatIfStatus.RUNNING).update(
+        mine = {"attempts": self.attempt} if self.attempt is not None else {}
+        WhatIfRun.objects.filter(pk=self.run_id, status=WhatIfStatus.RUNNING, **mine).update(
             progress=fraction, heartbeat_at=timezone.now()
         )
         self.written, self.written_at = fraction, self.clock()
@@ -162,7 +210,8 @@ def launch_run(run: WhatIfRun, app: Celery | None = None) -> str:
     run.celery_task_id = uuid()
     WhatIfRun.objects.filter(pk=run.pk).update(celery_task_id=run.celery_task_id, sent_at=timezone.now())
     signature = _app(app).signature(RUN_TASK, args=(run.pk,), task_id=run.celery_task_id)
-    transaction.on_commit(signature.apply_async)
+    send_after_commit(signature.apply_async, f"what-if run {run.pk}",
+                      unsent=lambda: WhatIfRun.objects.filter(pk=run.pk).update(sent_at=None))
     return run.celery_task_id
 
 
@@ -190,20 +239,22 @@ def recover_runs(now: datetime, app: Celery | None = None) -> dict[str, int]:
     """Beat's repair of work lost outside the database (``RECOVER_SECONDS``); returns what it did, by kind.
 
     * A run still queued ``RESEND_AFTER_SECONDS`` after it was sent is sent again: the broker lost it (a restarted
-      embedded Redis keeps nothing). A duplicate is harmless: only one claim succeeds.
-    * A run still running past its hard time limit lost its worker (killed, out of memory) or was killed at the limit:
-      queued again while it has attempts left (``MAX_ATTEMPTS``), else failed with the reason. Never running forever.
+      embedded Redis keeps nothing); one the broker never took (it was away) is sent at once. A duplicate is
+      harmless: only one claim succeeds.
+    * A running run whose heartbeat stopped (``WHATIF_LEASE_SECONDS``) lost its worker (killed, out of memory, or
+      killed at its hard time limit): queued and sent again at once while it has attempts left (``MAX_ATTEMPTS``),
+      else failed with the reason. Never running forever, and re-run within a lease and a recovery interval.
     * A sweep whose runs have all finished but has no comparison (its chord's callback was lost) is compared.
     """
     lost = now - timedelta(seconds=settings.WHATIF_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
-    running = WhatIfRun.objects.filter(status=WhatIfStatus.RUNNING, started_at__lt=lost)
+    running = WhatIfRun.objects.filter(_stopped_beating(now) | Q(started_at__lt=lost), status=WhatIfStatus.RUNNING)
     failed = running.filter(attempts__gte=settings.MAX_ATTEMPTS).update(
         status=WhatIfStatus.FAILED, finished_at=now,
         error=f"Stopped: its worker was lost or killed at the time limit {settings.MAX_ATTEMPTS} times.")
-    requeued = running.update(status=WhatIfStatus.QUEUED, progress=0.0)
+    requeued = running.update(status=WhatIfStatus.QUEUED, progress=0.0, sent_at=None)
     stale = now - timedelta(seconds=settings.RESEND_AFTER_SECONDS)
-    resend = list(WhatIfRun.objects.filter(Q(sent_at__lt=stale) | Q(sent_at__isnull=True), status=WhatIfStatus.QUEUED,
-                                           created_at__lt=stale).order_by("pk")[:RESEND_BATCH])
+    resend = list(WhatIfRun.objects.filter(Q(sent_at__lt=stale) | Q(sent_at__isnull=True), status=WhatIfStatus.QUEUED)
+                  .order_by("pk")[:RESEND_BATCH])
     for run in resend:
         launch_run(run, app)
     compared = sum(compare_sweep(pk) is not None for pk in WhatIfSweep.objects.filter(
@@ -285,7 +336,9 @@ def launch_sweep(sweep: WhatIfSweep, app: Celery | None = None) -> None:
     header = [celery.signature(RUN_TASK, args=(run.pk,), task_id=run.celery_task_id) for run in runs]
     finish = celery.signature(FINISH_SWEEP_TASK, args=(sweep.pk,), immutable=True)
     # A chord needs at least one task before its callback; with nothing left to run, compare straight away.
-    transaction.on_commit(lambda: chord(header, app=celery)(finish) if header else finish.apply_async())
+    send_after_commit(lambda: chord(header, app=celery)(finish) if header else finish.apply_async(),
+                      f"sweep {sweep.pk}", unsent=lambda: sweep.runs.filter(
+                          pk__in=[run.pk for run in runs]).update(sent_at=None))
 
 
 def compare_sweep(sweep_id: int) -> dict[str, Any] | None:

@@ -80,3 +80,26 @@ def test_cancel_stops_a_queued_run_and_needs_the_permission(operator: User, db: 
 def test_the_schema_lists_the_what_if_endpoints(staff_api: APIClient) -> None:
     schema = staff_api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     assert {"/api/whatif/", "/api/whatif/{id}/", "/api/whatif/{id}/cancel/"} <= set(schema["paths"])
+
+
+def test_a_what_if_posted_while_the_broker_is_away_is_201_once_and_sent_when_it_is_back(
+        staff_api: APIClient, monkeypatch, django_capture_on_commit_callbacks) -> None:
+    """During a Redis restart POST answered 500 though the run was stored queued: a client's retry made a second."""
+    from celery.canvas import Signature
+    from django.utils import timezone
+    from kombu.exceptions import OperationalError
+
+    from scheduler.whatif import runs
+
+    def broker_away(*args: object, **kwargs: object) -> None:
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
+
+    monkeypatch.setattr(Signature, "apply_async", broker_away)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = staff_api.post("/api/whatif/", {"trace": TRACE, "policy": "fifo", "nodes": 2}, format="json")
+    assert response.status_code == 201, response.content
+    run = WhatIfRun.objects.get()
+    assert run.status == WhatIfStatus.QUEUED and run.sent_at is None
+    sent: list[int] = []
+    monkeypatch.setattr(runs, "launch_run", lambda again, app=None: sent.append(again.pk))
+    assert whatif.recover_runs(timezone.now())["resent"] == 1 and sent == [run.pk]  # at the next recovery

@@ -106,3 +106,25 @@ def test_admin_lists_reports_recipients_and_deliveries(staff: Client, reports: d
         assert staff.get(f"/admin/cluster_ops/{model}/").status_code == 200
     page = staff.get(f"/admin/cluster_ops/report/{reports['vision'].pk}/change/").content.decode()
     assert url(reports["vision"], "pdf") in page
+
+
+def test_a_report_asked_for_while_the_broker_is_away_is_kept_and_sent_when_it_is_back(
+        staff: Client, week: Week, monkeypatch, django_capture_on_commit_callbacks: Callable[..., Any]) -> None:
+    """POST /reports/ answered 500 (kombu OperationalError) during a Redis restart, though the report was stored."""
+    from kombu.exceptions import OperationalError
+
+    from cluster_ops.reports import tasks
+
+    def broker_away(*args: Any, **kwargs: Any) -> None:
+        raise OperationalError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
+
+    monkeypatch.setattr(tasks.make, "delay", broker_away)
+    data = {"period": "custom", "first_day": f"{week.T:%Y-%m-%d}", "last_day": f"{week.period.last_day:%Y-%m-%d}",
+            "tenant": ""}
+    with django_capture_on_commit_callbacks(execute=True):
+        assert staff.post("/reports/", data).status_code == 302
+    report = Report.objects.get()
+    assert report.status == ReportStatus.QUEUED and report.sent_at is None
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.make, "delay", lambda pk, *rest: sent.append(pk))
+    assert services.recover_reports(report.created_at)["resent"] == 1 and sent == [report.pk]

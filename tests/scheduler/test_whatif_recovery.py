@@ -90,3 +90,43 @@ def test_every_background_task_has_a_time_limit_and_rounds_have_a_queue_of_their
     assert on_reports == {"reports.make", "reports.make_scheduled", "reports.deliver", "scheduler.forecast",
                           "scheduler.train_runtimes"}
     assert app.amqp.router.route({}, "scheduler.run_round")["queue"].name == "rounds"
+
+
+def test_a_run_whose_worker_died_is_sent_again_within_two_minutes(scenario: Scenario, settings,
+                                                                  sent: list[int]) -> None:
+    """SIGKILL of the background worker left its runs "running" for ~30 min: the heartbeat moved only when a job
+    finished, and recovery waited for the hard time limit. Now a heartbeat that stopped for a lease means dead."""
+    assert settings.WHATIF_LEASE_SECONDS + settings.RECOVER_SECONDS <= 120  # dead → seen → re-sent
+    assert settings.WHATIF_HEARTBEAT_SECONDS * 3 <= settings.WHATIF_LEASE_SECONDS  # a live run beats well inside it
+    dead, alive = whatif.create_run(scenario), whatif.create_run(scenario)
+    now = timezone.now()
+    WhatIfRun.objects.filter(pk=dead.pk).update(status=WhatIfStatus.RUNNING, started_at=now - timedelta(seconds=90),
+                                                heartbeat_at=now - timedelta(seconds=settings.WHATIF_LEASE_SECONDS + 1),
+                                                attempts=1, sent_at=now - timedelta(seconds=90))
+    WhatIfRun.objects.filter(pk=alive.pk).update(status=WhatIfStatus.RUNNING, started_at=now - timedelta(hours=0.2),
+                                                 heartbeat_at=now - timedelta(seconds=5), attempts=1, sent_at=now)
+    done = whatif.recover_runs(now)
+    assert (done["requeued"], done["resent"]) == (1, 1) and sent == [dead.pk]
+    assert WhatIfRun.objects.get(pk=alive.pk).status == WhatIfStatus.RUNNING
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeat_moves_while_a_run_progresses_without_finishing_jobs(scenario: Scenario, settings) -> None:
+    import time
+
+    settings.WHATIF_HEARTBEAT_SECONDS = 1
+    run = whatif.create_run(scenario)
+    attempt = runs._claim(run.pk)
+    assert attempt == 1
+    claimed = WhatIfRun.objects.get(pk=run.pk).heartbeat_at
+    with runs.Heartbeat(run.pk, attempt):
+        time.sleep(2.5)  # a simulation busy between two finished jobs
+    assert WhatIfRun.objects.get(pk=run.pk).heartbeat_at > claimed
+
+
+def test_an_attempt_taken_over_cannot_overwrite_the_later_one(scenario: Scenario) -> None:
+    run = whatif.create_run(scenario)
+    assert runs._claim(run.pk) == 1
+    WhatIfRun.objects.filter(pk=run.pk).update(attempts=2)  # recovered and claimed again meanwhile
+    runs._finish(run.pk, 1, status=WhatIfStatus.FAILED, error="the first, late")
+    assert WhatIfRun.objects.get(pk=run.pk).status == WhatIfStatus.RUNNING
