@@ -193,12 +193,14 @@ TEMPLATES = [
 DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", "").strip(), VAR_DIR)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Login lock-out (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one user name, or from one address,
-# further logins of that user or from that address are refused for AXES_COOLOFF_MINUTES, even with the right password.
+# Login lock-out (django-axes): after AXES_FAILURE_LIMIT wrong passwords from one address, further logins from that
+# address are refused for AXES_COOLOFF_MINUTES, even with the right password.
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one locks: per user and per address
+# An address that failed too often is locked, and a user name only from the address that failed with it: an attacker
+# elsewhere cannot keep `admin` locked out (issue 20).
+AXES_LOCKOUT_PARAMETERS = ["ip_address", ["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "cluster_ops.security.client_address"
@@ -334,7 +336,7 @@ DEMO_ROUND_SECONDS = envint("DEMO_ROUND_SECONDS", 30, minimum=1)
 # authentication enforces CSRF on unsafe methods. JSON only; the schema is /api/schema/.
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "scheduler.api.authentication.ThrottledTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -352,6 +354,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "anon": envstr("API_ANON_RATE", "30/minute"), "user": envstr("API_USER_RATE", "1200/minute"),
         "job-report": envstr("API_REPORT_RATE", "120/minute"),  # per job: workers report every few seconds
+        # Wrong API or job tokens per address, then 429 (scheduler/api/throttles.py, FailedCredentialsThrottle).
+        "failed-credentials": envstr("API_FAILED_CREDENTIALS_RATE", "20/minute"),
     },
     "EXCEPTION_HANDLER": "scheduler.api.errors.api_exception_handler",
 }

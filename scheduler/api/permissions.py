@@ -4,24 +4,51 @@ on every tenant's rows, need the Django model permissions admin asks for (a staf
 from __future__ import annotations
 
 import hmac
+from typing import TYPE_CHECKING
 
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
-from rest_framework.views import APIView
 
 from ..models import Job
+
+if TYPE_CHECKING:  # the API settings import these modules while rest_framework.views loads
+    from rest_framework.views import APIView
 
 JOB_TOKEN_HEADER = "X-Job-Token"
 
 
 class HasJobToken(BasePermission):
-    """The request carries the job's report token in ``X-Job-Token`` (compared in constant time)."""
+    """The request carries the job's report token in ``X-Job-Token`` (compared in constant time).
+
+    Checked as the view's permission, before its throttles (a wrong token must never spend the job's report
+    budget), and again on the object. A wrong token counts against the address (``FailedCredentialsThrottle``),
+    which gets 429 once it has failed too often; a job that does not exist is left to the view's 404.
+    """
 
     message = f"Missing or wrong {JOB_TOKEN_HEADER} for this job."
 
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        from .throttles import FailedCredentialsThrottle  # the throttles module imports this one
+
+        failures = FailedCredentialsThrottle()
+        failures.refuse_if_spent(request)
+        stored = Job.objects.filter(pk=_job_pk(view)).values_list("report_token", flat=True).first()
+        if stored is None or self._matches(request, stored):
+            return True
+        failures.count_failure(request)
+        return False
+
     def has_object_permission(self, request: Request, view: APIView, obj: object) -> bool:
-        given = request.headers.get(JOB_TOKEN_HEADER, "")
-        return isinstance(obj, Job) and hmac.compare_digest(given.encode(), obj.report_token.encode())
+        return isinstance(obj, Job) and self._matches(request, obj.report_token)
+
+    @staticmethod
+    def _matches(request: Request, token: str) -> bool:
+        return hmac.compare_digest(request.headers.get(JOB_TOKEN_HEADER, "").encode(), token.encode())
+
+
+def _job_pk(view: APIView) -> int:
+    raw = str(view.kwargs.get("pk", ""))
+    return int(raw) if raw.isdigit() and len(raw) < 19 else 0
 
 
 # What each mutating action of a view set does to its model, as admin would name the permission.

@@ -2,20 +2,57 @@
 
 from __future__ import annotations
 
-from typing import NoReturn
+import hashlib
+from typing import TYPE_CHECKING, NoReturn
 
+from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
-from rest_framework.views import APIView
+
+from .permissions import JOB_TOKEN_HEADER
+
+if TYPE_CHECKING:  # the API settings import these modules while rest_framework.views loads
+    from rest_framework.views import APIView
 
 
 class JobReportThrottle(SimpleRateThrottle):
-    """Reports of one job (``job-report`` rate): a job's workers share one budget, whatever their addresses."""
+    """Reports of one job with one token (``job-report`` rate): a job's workers share one budget, whatever their
+    addresses. Checked only after the token (``HasJobToken.has_permission``), and keyed by the token too, so that
+    requests with a wrong token can never spend the real workers' budget."""
 
     scope = "job-report"
 
     def get_cache_key(self, request: Request, view: APIView) -> str | None:
-        return self.cache_format % {"scope": self.scope, "ident": view.kwargs.get("pk")}
+        token = hashlib.sha256(request.headers.get(JOB_TOKEN_HEADER, "").encode()).hexdigest()[:16]
+        return self.cache_format % {"scope": self.scope, "ident": f"{view.kwargs.get('pk')}:{token}"}
+
+
+class FailedCredentialsThrottle(SimpleRateThrottle):
+    """Wrong credentials from one address (``failed-credentials`` rate): an API token, a job's report token.
+
+    Counted apart from the requests' own throttles, which DRF checks only after authentication: without this, a
+    client guessing tokens got 401 after 401 at line rate. Past the budget the address gets 429 with Retry-After,
+    right credentials or not, until the window moves on.
+    """
+
+    scope = "failed-credentials"
+
+    def get_cache_key(self, request: Request, view: APIView | None) -> str | None:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+    def refuse_if_spent(self, request: Request) -> None:
+        """429 if this address has used up its failures."""
+        self.key = self.get_cache_key(request, None)
+        self.history = self.cache.get(self.key, [])
+        self.now = self.timer()
+        while self.history and self.history[-1] <= self.now - self.duration:
+            self.history.pop()
+        if len(self.history) >= self.num_requests:
+            raise Throttled(self.wait())
+
+    def count_failure(self, request: Request) -> None:
+        self.refuse_if_spent(request)  # loads the history (and refuses a failure past the budget as well)
+        self.throttle_success()
 
 
 class ThrottleAnonymousRefusals:

@@ -8,7 +8,7 @@ Every refusal is a 400 naming the field; a tenant the caller may not see is a 40
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.http import Http404
@@ -31,11 +31,23 @@ DEFAULT_RANGE = timedelta(hours=24)
 STEPS = {"minute": MINUTES, "hour": HOURS}
 
 
+# Times a range may name: no telemetry predates this, and a range never reaches past a year from now (year 1 or
+# 9999 overflowed the arithmetic on them: a 500).
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST_AHEAD = timedelta(days=366)
+
+
 class UtilisationQuerySerializer(serializers.Serializer):
     scope = serializers.CharField(max_length=200, default="cluster")
     start = serializers.DateTimeField(required=False)
     end = serializers.DateTimeField(required=False)
     step = serializers.ChoiceField(choices=sorted(STEPS), required=False)
+
+    def validate_start(self, value: datetime) -> datetime:
+        return _plausible(value, "start")
+
+    def validate_end(self, value: datetime) -> datetime:
+        return _plausible(value, "end")
 
     def validate(self, data: dict[str, Any]) -> dict[str, Any]:
         end = data.get("end") or timezone.now()
@@ -48,6 +60,13 @@ class UtilisationQuerySerializer(serializers.Serializer):
         if step is MINUTES and end - start > queries.SCOPE_MINUTE_LIMIT:
             raise ValidationError({"step": ["minute steps are for ranges up to 48 hours; use hour."]})
         return {**data, "start": start, "end": end, "step": step}
+
+
+def _plausible(value: datetime, name: str) -> datetime:
+    latest = timezone.now() + LATEST_AHEAD
+    if not EARLIEST <= value <= latest:
+        raise ValidationError(f"{name} must be between {EARLIEST:%Y-%m-%d} and {latest:%Y-%m-%d}.")
+    return value
 
 
 class UtilisationPointSerializer(serializers.Serializer):

@@ -95,6 +95,9 @@ def holders_reason(job: JobInfo, snap: ClusterSnapshot, held_on: Mapping[str, Ma
             break
         freed, needed = freed + count, needed + 1
     largest_id, largest = ranked[0]
+    # The reason is stored as the job's pending_reason, which its tenant reads: another tenant's job is not named.
+    owner = jobs[largest_id].tenant if largest_id in jobs else None
+    largest_job = f"job {largest_id}" if owner == job.tenant else "another tenant's job"
     return (f"the {sum(held.values())} other {kind} GPUs are held by {len(held)} job{'s' if len(held) > 1 else ''} "
-            f"(largest: job {largest_id} with {largest}; {above_min} above their min_gpus); it starts when {short} "
+            f"(largest: {largest_job} with {largest}; {above_min} above their min_gpus); it starts when {short} "
             f"more are free: at least {needed} of them finishing, shrinking or being preempted")

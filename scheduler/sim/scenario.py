@@ -153,16 +153,27 @@ def _number_errors(scenario: Scenario) -> dict[str, str]:
         if value is None and name in OPTIONAL_FIELDS:
             continue
         kind = int if name in INTEGER_FIELDS else (int, float)
-        if not isinstance(value, kind) or isinstance(value, bool) or not math.isfinite(value):
+        if not isinstance(value, kind) or isinstance(value, bool) or not _finite(value):
             errors[name] = f"Expected {'an integer' if kind is int else 'a number'}, got {_shown(value)}."
         elif not low <= value <= high:
             errors[name] = f"Must be between {low:g} and {high:g}, got {value!r}."
     return errors
 
 
+def _finite(value: int | float) -> bool:
+    """Finite and within a float's range: a 400-digit integer made ``math.isfinite`` raise (a 500)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _shown(value: Any) -> str:
     """A bad value as an error quotes it: short, and never a whole document."""
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an integer past Python's limit on digits printed
+        return "a number of too many digits"
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -224,7 +235,7 @@ def _type_caps_problem(caps: Any) -> str | None:
     for gpu_type, cap in caps.items():
         if not _one_of(gpu_type, DEFAULT_SPECS):
             return f"Unknown GPU type {_shown(gpu_type)}; expected one of {', '.join(DEFAULT_SPECS)}."
-        if isinstance(cap, bool) or not isinstance(cap, int | float) or not (math.isfinite(cap) and low <= cap <= high):
+        if isinstance(cap, bool) or not isinstance(cap, int | float) or not (_finite(cap) and low <= cap <= high):
             return f"The cap of {gpu_type} must be a number between {low:g} and {high:g}, got {_shown(cap)}."
     return None
 

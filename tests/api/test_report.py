@@ -129,3 +129,24 @@ def test_the_next_round_uses_the_refitted_model(running: Job) -> None:
         report(running, gpus=gpus, nodes=nodes, batch_size=batch)
     jobs = build_snapshot(timezone.now()).snap.jobs
     assert [job.profile for job in jobs] == [f"job:{running.pk}"]
+
+
+def test_wrong_tokens_never_spend_the_job_s_budget(running: Job, settings) -> None:
+    """The report throttle ran before the token was checked and was keyed by the job's sequential id: requests with
+    a wrong token spent the job's budget and the real worker got 429, its progress lost."""
+    from django.core.cache import cache
+
+    from scheduler.api.throttles import FailedCredentialsThrottle
+
+    per_address = FailedCredentialsThrottle.cache_format % {"scope": FailedCredentialsThrottle.scope,
+                                                            "ident": "127.0.0.1"}
+    budget = int(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["job-report"].split("/")[0])
+    for n in range(budget + 5):
+        cache.delete(per_address)  # as if from many addresses: the job's own budget is what is tested
+        assert report(running, token=f"guess-{n}").status_code == 403
+    assert report(running, progress=11.0).status_code == 201  # the real worker still reports
+
+
+def test_an_address_guessing_job_tokens_is_throttled(running: Job) -> None:
+    codes = [report(running, token=f"guess-{n}").status_code for n in range(30)]
+    assert codes[0] == 403 and codes[-1] == 429

@@ -55,6 +55,17 @@ def test_a_job_that_cannot_be_placed_is_told_who_holds_its_gpus() -> None:
     assert waiting.reason == "waiting: 1 job ahead"  # only a job placement failed is told who holds the GPUs
 
 
+def test_who_holds_the_gpus_never_names_another_tenant_s_job() -> None:
+    """The reason becomes the waiting job's pending_reason, read by its tenant (issue 20, item 9)."""
+    small = [job(f"s{i}", 1, held=1, first=i) for i in range(4)]
+    wide = JobInfo("w", "other-tenant", 0.0, 8, 10, 1000.0,
+                   placement=tuple(f"n1-{i}" for i in range(4, 8)) + tuple(f"n2-{i}" for i in range(6)))
+    s = snap(*small, wide, job("late", 4, t=9))
+    counts = {"s0": 1, "s1": 1, "s2": 1, "s3": 1, "w": 10, "late": 0}
+    late = run_cycle(s, Fixed(counts, {"late": "cannot place: 4 more a100 GPUs needed, 2 free"})).decisions["late"]
+    assert "(largest: another tenant's job with 10;" in late.reason and "job w " not in late.reason
+
+
 def test_the_simulator_builds_no_explanations() -> None:
     s = snap(job("big", 24, 48), nodes=[node(f"n{i}") for i in range(1, 9)])
     quiet = run_cycle(s, TiresiasPolicy(), config=CycleConfig(explain_counts=False)).decisions["big"]
