@@ -36,6 +36,8 @@ class FailedCredentialsThrottle(SimpleRateThrottle):
     """
 
     scope = "failed-credentials"
+    num_requests: int  # set from the rate by SimpleRateThrottle.__init__
+    duration: int
 
     def get_cache_key(self, request: Request, view: APIView | None) -> str | None:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
