@@ -18,6 +18,7 @@ from typing import ClassVar
 from django.db import transaction
 
 from scheduler.bulk import db_datetime, update_many, update_where
+from scheduler.core.config import DEFAULT_RESTART_SECONDS
 from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, JobInfo
 from scheduler.models import ACTIVE_STATES, Job, JobState
@@ -28,7 +29,7 @@ from . import Launch, acknowledge, finish_jobs
 @dataclass(frozen=True)
 class SimulatedExecutor:
     speedup: float = 1.0
-    restart_seconds: float = 30.0
+    restart_seconds: float = DEFAULT_RESTART_SECONDS
     name: ClassVar[str] = "simulated"
 
     def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:

@@ -6,6 +6,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from scheduler.core.config import DEFAULT_RESTART_SECONDS, DEFAULT_ROUND_SECONDS
 from scheduler.core.policy import UnknownPolicy
 from scheduler.sim.catalogue import metric
 from scheduler.sim.runner import Scenario, run_scenario
@@ -30,8 +31,8 @@ class Command(BaseCommand):
         parser.add_argument("--nodes", type=int, default=16)
         parser.add_argument("--gpus-per-node", type=int, default=4)
         parser.add_argument("--gpu-type", default="t4")
-        parser.add_argument("--round-seconds", type=float, default=60.0)
-        parser.add_argument("--restart-seconds", type=float, default=30.0)
+        parser.add_argument("--round-seconds", type=float, default=DEFAULT_ROUND_SECONDS)
+        parser.add_argument("--restart-seconds", type=float, default=DEFAULT_RESTART_SECONDS)
         parser.add_argument("--power-cap-fraction", type=float, default=1.0,
                             help="power cap of every GPU type, as a fraction of its board power")
         parser.add_argument("--power-cap", action="append", type=_type_cap, default=[], metavar="TYPE=FRACTION",
