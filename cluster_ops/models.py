@@ -64,6 +64,8 @@ class Report(models.Model):
     made_at = models.DateTimeField(null=True, blank=True, help_text="when its files were last written")
     sent_at = models.DateTimeField(null=True, blank=True, help_text="last sent to the workers; resent if still queued")
     started_at = models.DateTimeField(null=True, blank=True, help_text="when a worker began making it")
+    heartbeat_at = models.DateTimeField(null=True, blank=True, help_text="last sign of life of the worker making it")
+    attempts = models.PositiveIntegerField(default=0, help_text="workers that began making it (made again)")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                                      related_name="+")
     html = models.FileField(upload_to=report_file_path, blank=True)

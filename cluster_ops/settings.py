@@ -282,11 +282,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 HEARTBEAT_SECONDS = envint("HEARTBEAT_SECONDS", 30, minimum=1)
-# A what-if run whose worker has not written progress for this long is taken over by the
-# redelivered task (the worker was killed mid-run).
-WHATIF_LEASE_SECONDS = envint("WHATIF_LEASE_SECONDS", 60, minimum=1)
-# A running what-if's heartbeat moves this often, from a thread of its own (scheduler/whatif/runs.py, Heartbeat).
-WHATIF_HEARTBEAT_SECONDS = envint("WHATIF_HEARTBEAT_SECONDS", 10, minimum=1)
+# A running what-if's or report's heartbeat moves this often, from a thread of its own (cluster_ops/liveness.py); one
+# whose heartbeat stopped this long lost its worker (killed mid-run) and is run again.
+WORK_HEARTBEAT_SECONDS = envint("WORK_HEARTBEAT_SECONDS", 10, minimum=1)
+WORK_LEASE_SECONDS = envint("WORK_LEASE_SECONDS", 60, minimum=3 * WORK_HEARTBEAT_SECONDS)
 
 # --- Queues: nothing waits behind anything ------------------------------------------------
 # Rounds, the demo feed and heartbeats have a queue of their own, consumed by a worker that takes nothing else

@@ -15,16 +15,17 @@ from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.files.base import ContentFile
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from cluster_ops.dispatch import send_after_commit
+from cluster_ops.liveness import Heartbeat, stopped_beating
 from cluster_ops.models import Report, ReportStatus
 from scheduler.models import Tenant
 
 from . import deliver, render
-from .charts import draw_charts
-from .content import EMPTY_NOTE, build_content, first_data_at
+from .charts import Chart, draw_charts
+from .content import EMPTY_NOTE, ReportContent, build_content, first_data_at
 from .periods import Period, last_complete
 
 logger = logging.getLogger(__name__)
@@ -47,7 +48,7 @@ def make_report(period: Period, tenant: Tenant | None, *, user: User | Anonymous
                 now: datetime | None = None) -> Report:
     """Make (or make again) the report now, in this process; returns its row, ready or failed."""
     report = report_row(period, tenant, user)
-    Report.objects.filter(pk=report.pk).update(status=ReportStatus.QUEUED)
+    Report.objects.filter(pk=report.pk).update(status=ReportStatus.QUEUED, attempts=0)
     build(report.pk, now)
     report.refresh_from_db()
     return report
@@ -59,7 +60,7 @@ def request_report(period: Period, tenant: Tenant | None, user: User | Anonymous
 
     report = report_row(period, tenant, user)
     queued = Report.objects.filter(pk=report.pk).exclude(status=ReportStatus.RUNNING).update(
-        status=ReportStatus.QUEUED, sent_at=timezone.now())
+        status=ReportStatus.QUEUED, sent_at=timezone.now(), attempts=0)  # asked for anew: its attempts afresh
     if queued:
         send_after_commit(lambda: make.delay(report.pk, send), f"report {report.pk}",
                           unsent=lambda: Report.objects.filter(pk=report.pk).update(sent_at=None))
@@ -72,18 +73,17 @@ def build(report_id: int, now: datetime | None = None) -> bool:
 
     A failure is recorded on the row (status failed, the error) and the files of an earlier run are kept.
     """
+    started = timezone.now()
     claimed = Report.objects.filter(pk=report_id, status=ReportStatus.QUEUED).update(
-        status=ReportStatus.RUNNING, started_at=timezone.now())
+        status=ReportStatus.RUNNING, started_at=started, heartbeat_at=started, attempts=F("attempts") + 1)
     if not claimed:
         return False
     report = Report.objects.select_related("tenant").get(pk=report_id)
     now = now or timezone.now()
     try:
-        content = build_content(period_of(report), report.tenant, now)
-        charts = draw_charts(content)
-        html = render.render_html(content, charts)
-        files = {"html": html.encode(), "pdf": render.render_pdf(html), "csv": render.render_csv(content).encode(),
-                 "accounting": render.render_accounting(content).encode()}
+        with Heartbeat(lambda: Report.objects.filter(pk=report_id, status=ReportStatus.RUNNING).update(
+                heartbeat_at=timezone.now()), f"report {report_id}"):
+            files, content, charts = _made(report, now)
     except SoftTimeLimitExceeded:
         limit = settings.REPORT_TIME_LIMIT_SECONDS
         error = f"Stopped: ran past its time limit of {limit} s (REPORT_TIME_LIMIT_SECONDS)."
@@ -103,6 +103,16 @@ def build(report_id: int, now: datetime | None = None) -> bool:
     return True
 
 
+def _made(report: Report, now: datetime) -> tuple[dict[str, bytes], ReportContent, dict[str, Chart]]:
+    """The report's files, and the content and charts they were made of."""
+    content = build_content(period_of(report), report.tenant, now)
+    charts = draw_charts(content)
+    html = render.render_html(content, charts)
+    files = {"html": html.encode(), "pdf": render.render_pdf(html), "csv": render.render_csv(content).encode(),
+             "accounting": render.render_accounting(content).encode()}
+    return files, content, charts
+
+
 def _replace_files(report: Report, files: dict[str, bytes]) -> None:
     """Write the new files under the report's names, deleting the old ones first (no ``_abc123`` suffixes)."""
     for field, data in files.items():
@@ -119,21 +129,26 @@ def first_data_day() -> date | None:
 
 
 def recover_reports(now: datetime) -> dict[str, int]:
-    """Beat's repair of reports lost outside the database: one still running past its hard time limit lost its
-    worker (killed, out of memory) and is failed with the reason, to be asked for again; one still queued
-    ``RESEND_AFTER_SECONDS`` after it was sent is sent again (the broker lost it)."""
+    """Beat's repair of reports lost outside the database: one whose heartbeat stopped (``WORK_LEASE_SECONDS``), or
+    still running past its hard time limit, lost its worker (killed, out of memory): made again while it has attempts
+    left (``MAX_ATTEMPTS``), else failed with the reason; one still queued ``RESEND_AFTER_SECONDS`` after it was sent
+    is sent again (the broker lost it), and one the broker never took at once."""
     from .tasks import make  # the task module imports this one
 
     lost = now - timedelta(seconds=settings.REPORT_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
-    failed = Report.objects.filter(status=ReportStatus.RUNNING, started_at__lt=lost).update(
-        status=ReportStatus.FAILED, error="Stopped: its worker was lost or it ran past its time limit; ask again.")
+    running = Report.objects.filter(stopped_beating(now, ReportStatus.RUNNING) | Q(started_at__lt=lost),
+                                    status=ReportStatus.RUNNING)
+    failed = running.filter(attempts__gte=settings.MAX_ATTEMPTS).update(
+        status=ReportStatus.FAILED, error="Stopped: its worker was lost or it ran past its time limit "
+                                         f"{settings.MAX_ATTEMPTS} times; ask again.")
+    requeued = running.update(status=ReportStatus.QUEUED, sent_at=None)
     stale = now - timedelta(seconds=settings.RESEND_AFTER_SECONDS)
     unsent = Q(sent_at__lt=stale) | Q(sent_at__isnull=True)  # lost by the broker, or never reached it
     resend = list(Report.objects.filter(unsent, status=ReportStatus.QUEUED).values_list("pk", flat=True)[:100])
     Report.objects.filter(pk__in=resend).update(sent_at=now)
     for pk in resend:
         make.delay(pk)
-    return {"failed": failed, "resent": len(resend)}
+    return {"failed": failed, "requeued": requeued, "resent": len(resend)}
 
 
 def make_scheduled(kind: str, now: datetime) -> list[Report]:

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from cluster_ops.celery import app as project_celery_app
 from cluster_ops.dispatch import send_after_commit
+from cluster_ops.liveness import stopped_beating
 from scheduler.models import WhatIfRun, WhatIfStatus, WhatIfSweep
 from scheduler.sim import scenario as scenario_rules
 from scheduler.sim.catalogue import COMPARED
@@ -38,7 +39,7 @@ from scheduler.sim.limits import WorkloadTooLong
 from scheduler.sim.runner import Scenario, ScenarioError, run_scenario
 
 from . import traces
-from .liveness import Heartbeat, ProgressWriter
+from .liveness import ProgressWriter, run_heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -95,14 +96,14 @@ def rerun(run: WhatIfRun, user: Actor = None, app: Celery | None = None) -> What
 def execute_run(run_id: int) -> bool:
     """Simulate the queued run ``run_id`` and store its summary or its error; False if it was not queued.
 
-    While it runs, a heartbeat moves every ``WHATIF_HEARTBEAT_SECONDS`` (``Heartbeat``), so that a run whose
-    worker died is told from a live one within ``WHATIF_LEASE_SECONDS`` and run again (``recover_runs``).
+    While it runs, a heartbeat moves every ``WORK_HEARTBEAT_SECONDS`` (cluster_ops/liveness.py), so that a run
+    whose worker died is told from a live one within ``WORK_LEASE_SECONDS`` and run again (``recover_runs``).
     """
     attempt = _claim(run_id)
     if attempt is None:
         return False
     try:
-        with Heartbeat(run_id, attempt):
+        with run_heartbeat(run_id, attempt):
             stored = scenario_from_dict(WhatIfRun.objects.values_list("scenario", flat=True).get(pk=run_id))
             scenario = dataclasses.replace(stored, trace=str(traces.resolve(stored.trace)))
             progress = ProgressWriter(run_id, attempt=attempt)
@@ -132,7 +133,7 @@ def _claim(run_id: int) -> int | None:
     attempt it is now, or None if another worker has it (or it has no attempts left).
 
     The task is acknowledged late, so a killed worker's task may be delivered again; the heartbeat
-    (``WHATIF_LEASE_SECONDS``) tells a dead worker's run from a live one's.
+    (``WORK_LEASE_SECONDS``) tells a dead worker's run from a live one's.
     """
     now = timezone.now()
     claimable = WhatIfRun.objects.filter(Q(status=WhatIfStatus.QUEUED) | _stopped_beating(now), pk=run_id,
@@ -145,7 +146,7 @@ def _claim(run_id: int) -> int | None:
 
 
 def _stopped_beating(now: datetime) -> Q:
-    return Q(status=WhatIfStatus.RUNNING, heartbeat_at__lt=now - timedelta(seconds=settings.WHATIF_LEASE_SECONDS))
+    return stopped_beating(now, WhatIfStatus.RUNNING)
 
 
 def _finish(run_id: int, attempt: int, **fields: Any) -> None:
@@ -190,7 +191,7 @@ def recover_runs(now: datetime, app: Celery | None = None) -> dict[str, int]:
     * A run still queued ``RESEND_AFTER_SECONDS`` after it was sent is sent again: the broker lost it (a restarted
       embedded Redis keeps nothing); one the broker never took (it was away) is sent at once. A duplicate is
       harmless: only one claim succeeds.
-    * A running run whose heartbeat stopped (``WHATIF_LEASE_SECONDS``) lost its worker (killed, out of memory, or
+    * A running run whose heartbeat stopped (``WORK_LEASE_SECONDS``) lost its worker (killed, out of memory, or
       killed at its hard time limit): queued and sent again at once while it has attempts left (``MAX_ATTEMPTS``),
       else failed with the reason. Never running forever, and re-run within a lease and a recovery interval.
     * A sweep whose runs have all finished but has no comparison (its chord's callback was lost) is compared.

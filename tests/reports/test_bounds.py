@@ -41,18 +41,28 @@ def test_the_reports_page_refuses_the_unbounded_period_and_queues_nothing(week: 
 
 
 @pytest.mark.django_db
-def test_a_report_left_running_by_a_lost_worker_is_failed_and_a_lost_message_resent(settings, monkeypatch) -> None:
+def test_a_report_whose_worker_was_lost_is_made_again_then_failed_and_a_lost_message_resent(settings,
+                                                                                            monkeypatch) -> None:
+    """A report left running by a killed worker stayed so until its hard limit (10.5 min), then failed: now its
+    heartbeat tells, and it is made again while it has attempts left (issue 20, item 6)."""
     now = timezone.now()
     period = periods.days(periods.CUSTOM, date(2026, 11, 1), date(2026, 11, 2))
     lost = services.report_row(period, None, User.objects.create_user("u"))
     queued = services.report_row(periods.days(periods.CUSTOM, date(2026, 11, 3), date(2026, 11, 3)), None)
-    late = now - timedelta(seconds=settings.REPORT_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS + 1)
-    Report.objects.filter(pk=lost.pk).update(status=ReportStatus.RUNNING, started_at=late)
+    alive = services.report_row(periods.days(periods.CUSTOM, date(2026, 11, 4), date(2026, 11, 4)), None)
+    stopped = now - timedelta(seconds=settings.WORK_LEASE_SECONDS + 1)
+    Report.objects.filter(pk=lost.pk).update(status=ReportStatus.RUNNING, started_at=stopped, heartbeat_at=stopped,
+                                             attempts=1, sent_at=stopped)
+    Report.objects.filter(pk=alive.pk).update(status=ReportStatus.RUNNING, started_at=stopped, heartbeat_at=now,
+                                              attempts=1, sent_at=stopped)
     Report.objects.filter(pk=queued.pk).update(sent_at=now - timedelta(seconds=settings.RESEND_AFTER_SECONDS + 1))
     sent: list[int] = []
     monkeypatch.setattr("cluster_ops.reports.tasks.make.delay", lambda pk, *_: sent.append(pk))
-    assert services.recover_reports(now) == {"failed": 1, "resent": 1}
+    assert services.recover_reports(now) == {"failed": 0, "requeued": 1, "resent": 2}
+    assert sorted(sent) == sorted([lost.pk, queued.pk]) and Report.objects.get(pk=alive.pk).status == "running"
+    assert services.recover_reports(now) == {"failed": 0, "requeued": 0, "resent": 0}  # sent again just now
+    Report.objects.filter(pk=lost.pk).update(status=ReportStatus.RUNNING, heartbeat_at=stopped,
+                                             attempts=settings.MAX_ATTEMPTS)
+    assert services.recover_reports(now)["failed"] == 1
     lost.refresh_from_db()
     assert lost.status == ReportStatus.FAILED and "worker was lost" in lost.error
-    assert sent == [queued.pk]
-    assert services.recover_reports(now) == {"failed": 0, "resent": 0}  # sent again just now

@@ -329,7 +329,7 @@ def test_a_run_left_running_by_a_killed_worker_is_taken_over(db: None, fixtures_
 
     trace = "traces/native/workload.csv"
     run = whatif.create_run(Scenario(trace=trace, policy="fifo", nodes=2, gpus_per_node=8, gpu_type="a100"), None)
-    settings.WHATIF_LEASE_SECONDS = 600
+    settings.WORK_LEASE_SECONDS = 600
     WhatIfRun.objects.filter(pk=run.pk).update(status=WhatIfStatus.RUNNING, heartbeat_at=timezone.now())
     assert whatif.execute_run(run.pk) is False  # its worker is alive
     WhatIfRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=601))

@@ -96,12 +96,12 @@ def test_a_run_whose_worker_died_is_sent_again_within_two_minutes(scenario: Scen
                                                                   sent: list[int]) -> None:
     """SIGKILL of the background worker left its runs "running" for ~30 min: the heartbeat moved only when a job
     finished, and recovery waited for the hard time limit. Now a heartbeat that stopped for a lease means dead."""
-    assert settings.WHATIF_LEASE_SECONDS + settings.RECOVER_SECONDS <= 120  # dead → seen → re-sent
-    assert settings.WHATIF_HEARTBEAT_SECONDS * 3 <= settings.WHATIF_LEASE_SECONDS  # a live run beats well inside it
+    assert settings.WORK_LEASE_SECONDS + settings.RECOVER_SECONDS <= 120  # dead → seen → re-sent
+    assert settings.WORK_HEARTBEAT_SECONDS * 3 <= settings.WORK_LEASE_SECONDS  # a live run beats well inside it
     dead, alive = whatif.create_run(scenario), whatif.create_run(scenario)
     now = timezone.now()
     WhatIfRun.objects.filter(pk=dead.pk).update(status=WhatIfStatus.RUNNING, started_at=now - timedelta(seconds=90),
-                                                heartbeat_at=now - timedelta(seconds=settings.WHATIF_LEASE_SECONDS + 1),
+                                                heartbeat_at=now - timedelta(seconds=settings.WORK_LEASE_SECONDS + 1),
                                                 attempts=1, sent_at=now - timedelta(seconds=90))
     WhatIfRun.objects.filter(pk=alive.pk).update(status=WhatIfStatus.RUNNING, started_at=now - timedelta(hours=0.2),
                                                  heartbeat_at=now - timedelta(seconds=5), attempts=1, sent_at=now)
@@ -114,12 +114,12 @@ def test_a_run_whose_worker_died_is_sent_again_within_two_minutes(scenario: Scen
 def test_the_heartbeat_moves_while_a_run_progresses_without_finishing_jobs(scenario: Scenario, settings) -> None:
     import time
 
-    settings.WHATIF_HEARTBEAT_SECONDS = 1
+    settings.WORK_HEARTBEAT_SECONDS = 1
     run = whatif.create_run(scenario)
     attempt = runs._claim(run.pk)
     assert attempt == 1
     claimed = WhatIfRun.objects.get(pk=run.pk).heartbeat_at
-    with runs.Heartbeat(run.pk, attempt):
+    with runs.run_heartbeat(run.pk, attempt):
         time.sleep(2.5)  # a simulation busy between two finished jobs
     assert WhatIfRun.objects.get(pk=run.pk).heartbeat_at > claimed
 
