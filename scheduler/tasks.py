@@ -1,4 +1,5 @@
-"""Celery tasks of the scheduler: thin wrappers around ``scheduler.rounds`` and ``scheduler.whatif``."""
+"""Celery tasks of the scheduler: thin wrappers around ``scheduler.live`` (the round), ``scheduler.whatif`` and the
+forecasts."""
 
 from celery import shared_task
 from django.conf import settings
