@@ -19,7 +19,8 @@ def run_round() -> int | None:
     return row.pk if row else None
 
 
-@shared_task(name=whatif.RUN_TASK, acks_late=True, soft_time_limit=settings.WHATIF_TIME_LIMIT_SECONDS,
+@shared_task(name=whatif.RUN_TASK, acks_late=True, ignore_result=True,
+             soft_time_limit=settings.WHATIF_TIME_LIMIT_SECONDS,
              time_limit=settings.WHATIF_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
 def run_whatif(run_id: int) -> None:
     """Simulate one queued what-if run; a redelivered or repeated task returns early. Past its soft time limit the
@@ -33,6 +34,7 @@ def recover_whatifs() -> dict[str, int]:
     return whatif.recover_runs(timezone.now())
 
 
+# Sweeps no longer end in a chord (the last run compares); kept for messages sent by an earlier version.
 @shared_task(name=whatif.FINISH_SWEEP_TASK)
 def finish_sweep(sweep_id: int) -> None:
     """Fill a sweep's comparison once its runs have finished (the callback of ``whatif.launch_sweep``)."""

@@ -19,7 +19,8 @@ LIMITS = {"soft_time_limit": settings.REPORT_TIME_LIMIT_SECONDS,
 DELIVERY_RETRIES = 5  # after the first attempt: 1, 2, 4, 8, 16 minutes later (backoff), then failed
 
 
-@shared_task(name=MAKE_TASK, acks_late=True, **LIMITS)
+# No results kept (the rows hold them): sending then needs the broker only, and fails at once when it is away.
+@shared_task(name=MAKE_TASK, acks_late=True, ignore_result=True, **LIMITS)
 def make(report_id: int, send: bool = False) -> bool:
     """Make the queued report ``report_id``; with ``send``, e-mail it to its recipients once ready."""
     made = services.build(report_id)
@@ -42,7 +43,7 @@ def recover() -> dict[str, int]:
     return services.recover_reports(timezone.now())
 
 
-@shared_task(name=DELIVER_TASK, bind=True, acks_late=True, autoretry_for=(deliver.DeliveryFailed,),
+@shared_task(name=DELIVER_TASK, bind=True, acks_late=True, ignore_result=True, autoretry_for=(deliver.DeliveryFailed,),
              retry_backoff=60, retry_backoff_max=3600, retry_jitter=False, max_retries=DELIVERY_RETRIES)
 def deliver_one(self: Task, delivery_id: int) -> str | None:
     """Send one report e-mail; a failure is recorded and retried, the last one marks the delivery failed."""

@@ -19,7 +19,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from celery import Celery, chord
+from celery import Celery
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.utils import uuid
 from django.conf import settings
@@ -111,9 +111,18 @@ def execute_run(run_id: int) -> bool:
     except Exception as error:  # any failure of the simulation belongs on the run, not in the worker's log only
         logger.exception("what-if run %s failed", run_id)
         _finish(run_id, attempt, status=WhatIfStatus.FAILED, error=failure_text(error))
-        return True
-    _finish(run_id, attempt, status=WhatIfStatus.SUCCEEDED, summary=summary, progress=1.0)
+    else:
+        _finish(run_id, attempt, status=WhatIfStatus.SUCCEEDED, summary=summary, progress=1.0)
+    _compare_its_sweep(run_id)
     return True
+
+
+def _compare_its_sweep(run_id: int) -> None:
+    """The last run of a sweep to finish fills the sweep's comparison (a run cancelled last leaves it to
+    ``recover_runs``). No chord: that needed the result backend, whose absence held a request for 19 s."""
+    sweep_id = WhatIfRun.objects.filter(pk=run_id).values_list("sweep_id", flat=True).first()
+    if sweep_id is not None:
+        compare_sweep(sweep_id)
 
 
 def failure_text(error: Exception) -> str:
@@ -159,7 +168,8 @@ def launch_run(run: WhatIfRun, app: Celery | None = None) -> str:
     """Enqueue ``run`` on ``app`` once the current transaction commits; returns the Celery task id."""
     run.celery_task_id = uuid()
     WhatIfRun.objects.filter(pk=run.pk).update(celery_task_id=run.celery_task_id, sent_at=timezone.now())
-    signature = _app(app).signature(RUN_TASK, args=(run.pk,), task_id=run.celery_task_id)
+    # No result is kept (the row holds it): a send then needs the broker only, and fails at once when it is away.
+    signature = _app(app).signature(RUN_TASK, args=(run.pk,), task_id=run.celery_task_id, ignore_result=True)
     send_after_commit(signature.apply_async, f"what-if run {run.pk}",
                       unsent=lambda: WhatIfRun.objects.filter(pk=run.pk).update(sent_at=None))
     return run.celery_task_id
@@ -194,7 +204,8 @@ def recover_runs(now: datetime, app: Celery | None = None) -> dict[str, int]:
     * A running run whose heartbeat stopped (``WORK_LEASE_SECONDS``) lost its worker (killed, out of memory, or
       killed at its hard time limit): queued and sent again at once while it has attempts left (``MAX_ATTEMPTS``),
       else failed with the reason. Never running forever, and re-run within a lease and a recovery interval.
-    * A sweep whose runs have all finished but has no comparison (its chord's callback was lost) is compared.
+    * A sweep whose runs have all finished but has no comparison (its last run was cancelled, or its worker died
+      between the run and the comparison) is compared.
     """
     lost = now - timedelta(seconds=settings.WHATIF_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
     running = WhatIfRun.objects.filter(_stopped_beating(now) | Q(started_at__lt=lost), status=WhatIfStatus.RUNNING)
@@ -275,20 +286,12 @@ def sweep_scenarios(
 
 
 def launch_sweep(sweep: WhatIfSweep, app: Celery | None = None) -> None:
-    """After commit, run the sweep's queued runs as one Celery chord whose callback fills the comparison."""
-    celery = _app(app)
+    """After commit, run the sweep's queued runs; the last to finish fills the comparison (``execute_run``)."""
     runs = list(sweep.runs.filter(status=WhatIfStatus.QUEUED).order_by("pk"))
-    now = timezone.now()
     for run in runs:
-        run.celery_task_id, run.sent_at = uuid(), now
-    with transaction.atomic():
-        WhatIfRun.objects.bulk_update(runs, ["celery_task_id", "sent_at"])
-    header = [celery.signature(RUN_TASK, args=(run.pk,), task_id=run.celery_task_id) for run in runs]
-    finish = celery.signature(FINISH_SWEEP_TASK, args=(sweep.pk,), immutable=True)
-    # A chord needs at least one task before its callback; with nothing left to run, compare straight away.
-    send_after_commit(lambda: chord(header, app=celery)(finish) if header else finish.apply_async(),
-                      f"sweep {sweep.pk}", unsent=lambda: sweep.runs.filter(
-                          pk__in=[run.pk for run in runs]).update(sent_at=None))
+        launch_run(run, app)
+    if not runs:  # nothing left to run: compare straight away
+        transaction.on_commit(lambda: compare_sweep(sweep.pk) and None)
 
 
 def compare_sweep(sweep_id: int) -> dict[str, Any] | None:
