@@ -50,7 +50,6 @@ def run_round(now: datetime | None = None, holder: str | None = None) -> Schedul
 
 def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) -> SchedulingRound:
     timings = Timings()
-    policy = build_policy(config)
     executor = get_executor(row)
     live = build_snapshot(now)
     before = {job.id for job in live.snap.jobs}
@@ -58,12 +57,13 @@ def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) 
     finished = len(before - {job.id for job in observed.jobs})
     live = LiveSnapshot(observed, live.gpu_pk, live.gpu_place, live.pending_reasons)
     timings.mark("snapshot")
-    try:
+    try:  # a configuration the policy refuses, or a broken policy, must not touch the cluster: the round says why
+        policy = build_policy(config)
         result = run_cycle(live.snap, policy, load_round_state(policy.name), config.cycle)
-    except Exception as exc:  # a broken policy must not touch the cluster; the round says why
-        logger.exception("policy %s failed", policy.name)
+    except Exception as exc:
+        logger.exception("policy %s failed", config.policy)
         return SchedulingRound.objects.create(
-            policy=policy.name, started_at=now, finished_at=timezone.now(), status=RoundStatus.FAILED,
+            policy=config.policy, started_at=now, finished_at=timezone.now(), status=RoundStatus.FAILED,
             jobs_considered=len(live.snap.jobs), finished=finished, executor=executor.name,
             error=f"{type(exc).__name__}: {exc}",
         )

@@ -70,3 +70,14 @@ def test_a_solver_without_an_answer_is_recorded_on_the_round(db: None, tenant, n
     row = rounds.run_round(now=now + timedelta(seconds=60))
     assert row is not None and (row.preemptions, row.rescales) == (0, 0)
     assert "solver gave no answer" in SchedulingRound.objects.get(pk=row.pk).note
+
+
+def test_a_stored_configuration_the_policy_refuses_fails_the_round_with_the_reason(db: None, tenant, node,
+                                                                                    now) -> None:
+    """Settings saved before a policy changed its settings: the round records why rather than crash the task."""
+    from scheduler.models import RoundStatus, SchedulerSettings
+
+    update_settings(policy="pollux")
+    SchedulerSettings.objects.filter(pk=1).update(policy_config={"no_longer_a_setting": 1})
+    row = rounds.run_round(now=now)
+    assert row is not None and row.status == RoundStatus.FAILED and "no_longer_a_setting" in row.error
