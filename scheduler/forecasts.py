@@ -20,9 +20,6 @@ import hashlib
 import json
 import logging
 import math
-import os
-import socket
-import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -35,13 +32,12 @@ from django.utils import timezone
 from .bulk import update_many
 from .core.config import SchedulingConfig, build_policy
 from .core.types import ClusterSnapshot, JobInfo
-from .live.config import scheduler_settings, scheduling_config
-from .live.lease import release_lease, take_lease
+from .live.config import scheduler_settings, scheduling_config, simulated_speedup
+from .live.lease import lease_holder, release_lease, take_lease
 from .live.memory import load_round_state
 from .live.snapshot import LiveSnapshot, build_snapshot
 from .models import (
     QUEUED_STATES,
-    ExecutorKind,
     Forecast,
     Job,
     JobForecast,
@@ -84,7 +80,7 @@ class LiveForecastInput:
 def refresh(now: datetime | None = None, *, force: bool = False, samples: int = 0) -> Forecast | None:
     """Make and store a forecast if the last one is stale (module docstring) or ``force``; else None, and None
     while another forecast is being made: one at a time, under a lease that outlives a forecast's hard limit."""
-    holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    holder = lease_holder()
     if not take_lease(FORECAST_LEASE, holder, settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS):
         logger.info("forecast skipped: another one is being made")
         return None
@@ -99,12 +95,12 @@ def _refresh(now: datetime, force: bool, samples: int) -> Forecast | None:
     config = scheduling_config(row)
     live = build_snapshot(now, job_fields=FORECAST_FIELDS)  # the jobs are read once, here
     last = Forecast.objects.first()
-    digest = _digest(live.snap, config, _speedup(row))
+    digest = _digest(live.snap, config, simulated_speedup(row))
     fresh_for = timedelta(seconds=REFRESH_ROUNDS * row.round_seconds)
     if not force and last is not None and last.digest == digest and now - last.made_at < fresh_for:
         return None
     predictor, version = runtime_predictor()
-    given = live_input(live, config, _speedup(row), predictor, digest)
+    given = live_input(live, config, simulated_speedup(row), predictor, digest)
     arrivals = _arrival_samples(now, live.snap, row, predictor, samples) if samples else []
     result = forecast(given.given, build_policy(config), arrivals)
     return _store(now, row, given, result.estimates, len(arrivals), result.wall_seconds, version, last)
@@ -122,10 +118,6 @@ def _digest(snap: ClusterSnapshot, config: SchedulingConfig, speedup: float) -> 
 def _settings_of(config: SchedulingConfig, speedup: float) -> dict[str, Any]:
     return {"policy": config.policy, "policy_config": dict(config.policy_config),
             "round_seconds": config.round_seconds, "restart_seconds": config.restart_seconds, "speedup": speedup}
-
-
-def _speedup(config: SchedulerSettings) -> float:
-    return config.simulated_speedup if config.executor == ExecutorKind.SIMULATED else 1.0
 
 
 def live_input(live: LiveSnapshot, config: SchedulingConfig, speedup: float, predictor: RuntimePredictor,
@@ -178,7 +170,7 @@ def _arrival_samples(now: datetime, snap: ClusterSnapshot, config: SchedulerSett
     since = now - timedelta(seconds=ARRIVAL_WINDOW_SECONDS)
     rows = list(Job.objects.filter(submitted_at__gte=since).order_by("-submitted_at", "-id")
                 .values(*FEATURE_FIELDS, "workload_profile", "total_work", "max_gpus", "batch_size")[:MAX_RECENT_JOBS])
-    speedup = _speedup(config)
+    speedup = simulated_speedup(config)
     lengths = predictor.predict_many([job_features(row) for row in rows])
     recent = [WorkloadJob(
         id=f"recent:{row['pk']}", submit_time=row["submitted_at"].timestamp(), tenant=row["tenant__name"],

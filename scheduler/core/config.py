@@ -26,6 +26,12 @@ DEFAULT_ROUND_SECONDS = 60.0
 DEFAULT_RESTART_SECONDS = 30.0
 
 
+def check_restart_delays(seconds: float, by_profile: Mapping[str, float]) -> None:
+    """``ValueError`` unless every restart delay is a finite number ≥ 0."""
+    if any(not (isinstance(d, int | float) and math.isfinite(d) and d >= 0) for d in [seconds, *by_profile.values()]):
+        raise ValueError("restart_seconds must be finite and ≥ 0")
+
+
 @dataclass(frozen=True)
 class SchedulingConfig:
     """How rounds are run: the policy and its configuration, the round interval, restart delays, the guards.
@@ -45,9 +51,7 @@ class SchedulingConfig:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.round_seconds) and self.round_seconds > 0):
             raise ValueError("round_seconds must be finite and > 0")
-        delays = [self.restart_seconds, *self.restart_seconds_by_profile.values()]
-        if any(not (isinstance(d, int | float) and math.isfinite(d) and d >= 0) for d in delays):
-            raise ValueError("restart delays must be finite and ≥ 0")
+        check_restart_delays(self.restart_seconds, self.restart_seconds_by_profile)
         if not isinstance(self.policy_config, Mapping):
             raise ValueError("policy_config must be an object of the policy's settings")
 
@@ -65,9 +69,7 @@ class PricesRestarts:
     restart_seconds_by_profile: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        delays = [self.restart_seconds, *self.restart_seconds_by_profile.values()]
-        if any(not (isinstance(d, int | float) and math.isfinite(d) and d >= 0) for d in delays):
-            raise ValueError("restart_seconds must be finite and ≥ 0")
+        check_restart_delays(self.restart_seconds, self.restart_seconds_by_profile)
 
     def restart_delay(self, job: JobInfo) -> float:
         """What one restart of ``job`` costs it."""

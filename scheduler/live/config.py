@@ -22,7 +22,7 @@ def scheduling_config(row: SchedulerSettings | None = None, **overrides: Any) ->
     fields. Times are on the wall clock, the round's: the simulated executor runs jobs ``simulated_speedup``
     times faster, restarts included, so the delay it charges on the wall is ``restart_seconds / speedup``."""
     row = row or scheduler_settings()
-    speedup = row.simulated_speedup if row.executor == ExecutorKind.SIMULATED else 1.0
+    speedup = simulated_speedup(row)
     fields: dict[str, Any] = {
         "policy": row.policy, "policy_config": dict(row.policy_config or {}),
         "round_seconds": float(row.round_seconds), "restart_seconds": float(row.restart_seconds) / speedup,
@@ -30,3 +30,8 @@ def scheduling_config(row: SchedulerSettings | None = None, **overrides: Any) ->
     if "policy" in overrides and overrides["policy"] != row.policy:
         fields["policy_config"] = {}  # the row's configuration is the row's policy's
     return SchedulingConfig(**(fields | overrides))
+
+
+def simulated_speedup(row: SchedulerSettings) -> float:
+    """How many times faster than the wall jobs run: the simulated executor's speed-up, else 1."""
+    return row.simulated_speedup if row.executor == ExecutorKind.SIMULATED else 1.0

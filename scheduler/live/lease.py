@@ -5,6 +5,9 @@ A worker killed while it holds one leaves it to expire; one conditional UPDATE d
 
 from __future__ import annotations
 
+import os
+import socket
+import uuid
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError
@@ -12,6 +15,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..models import Lease
+
+
+def lease_holder() -> str:
+    """A holder name unique to this call in this process on this host."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 def take_lease(name: str, holder: str, seconds: float, now: datetime | None = None) -> bool:

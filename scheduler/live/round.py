@@ -8,9 +8,6 @@ the lease to expire. A policy that raises (a broken contract) records a failed r
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import uuid
 from datetime import datetime
 
 from django.conf import settings
@@ -22,7 +19,7 @@ from ..executors import get_executor
 from ..models import RoundStatus, SchedulerSettings, SchedulingRound
 from .config import scheduler_settings, scheduling_config
 from .launches import unlaunched
-from .lease import release_lease, take_lease
+from .lease import lease_holder, release_lease, take_lease
 from .memory import load_round_state
 from .snapshot import LiveSnapshot, build_snapshot
 from .writer import Timings, apply_round
@@ -38,7 +35,7 @@ def run_round(now: datetime | None = None, holder: str | None = None) -> Schedul
     row = scheduler_settings()
     if row.paused:
         return None
-    holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    holder = holder or lease_holder()
     if not take_lease(ROUND_LEASE, holder, settings.ROUND_LEASE_SECONDS):
         logger.info("round skipped: another worker holds the round's lease")
         return None

@@ -14,6 +14,7 @@ from scheduler.core.config import SchedulingConfig, build_policy, policy_class
 from scheduler.core.cycle import CycleConfig
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.policies.sia import RESTART_SECONDS as SIA_POLICY_RESTART_SECONDS
+from scheduler.core.policies.sia import SiaPolicy
 from scheduler.core.policy import Policy
 from scheduler.core.types import NodeInfo, TenantInfo
 from telemetry.power import PowerModel
@@ -77,9 +78,9 @@ def run_scenario(
     caps = scenario.power_cap_fraction, dict(scenario.power_caps_by_type)
     power = power.at_cap(*caps) if power else scenario.power_model()
     nodes, tenants = cluster_for(scenario, traces_dir)
-    config = SimConfig.of(scheduling, speed_factor=power.throughput_factor,
-                          speed_factor_by_type=power.throughput_factors(), power_down=_power_down(scenario),
-                          **_artifact_execution(scenario))
+    execution = {"speed_factor": power.throughput_factor, "speed_factor_by_type": power.throughput_factors(),
+                 "power_down": _power_down(scenario), "charge_first_start": scenario.charge_first_start}
+    config = SimConfig.of(scheduling, **(execution | _artifact_execution(scenario)))
     curves = load_grad_curves(traces_dir) if scenario.measured_profiles else None
     step_times = load_measured_step_times(traces_dir) if scenario.measured_profiles else None
     profiles = artifact_profiles(FITTED_PROFILES) if scenario.measured_profiles else FITTED_PROFILES
@@ -108,7 +109,7 @@ def _as_the_artifact(scenario: Scenario, config: SchedulingConfig) -> Scheduling
     if not (scenario.measured_profiles and scenario.artifact == "sia"):
         return config
     policy_config = dict(config.policy_config)
-    if policy_class(scenario.policy).capabilities.prices_restarts and scenario.policy.startswith("sia"):
+    if issubclass(policy_class(scenario.policy), SiaPolicy):
         policy_config.setdefault("restart_seconds_by_profile", dict(SIA_POLICY_RESTART_SECONDS))
     return dataclasses.replace(config, policy_config=policy_config, restart_seconds=SIA_DEFAULT_RESTART_SECONDS,
                                restart_seconds_by_profile=SIA_RESTART_SECONDS)
@@ -117,7 +118,7 @@ def _as_the_artifact(scenario: Scenario, config: SchedulingConfig) -> Scheduling
 def _artifact_execution(scenario: Scenario) -> dict[str, Any]:
     """The simulator settings of the artifact ``measured_profiles`` reproduces, beyond its profiles and delays."""
     if not (scenario.measured_profiles and scenario.artifact == "sia"):
-        return {"charge_first_start": scenario.charge_first_start}
+        return {}
     return {"slowdown_by_profile": SIA_SLOWDOWN, "charge_first_start": True}
 
 
@@ -127,7 +128,8 @@ def backtest_scenario(scenario: Scenario, traces_dir: Path, every: float = 3600.
     policy = build_policy(scheduling)
     elastic = (not policy.event_driven) if scenario.elastic is None else scenario.elastic
     nodes, tenants = cluster_for(scenario, traces_dir)
-    config = SimConfig.of(scheduling, **_artifact_execution(scenario))
+    config = SimConfig.of(scheduling, **({"charge_first_start": scenario.charge_first_start}
+                                         | _artifact_execution(scenario)))
     jobs, profiles, execution = workload_for(scenario, elastic), FITTED_PROFILES, {}
     if scenario.measured_profiles:  # jobs run as the artifact measured them; forecasts know the fitted models
         jobs, profiles = artifact_jobs(jobs, scenario.policy), artifact_profiles(FITTED_PROFILES)

@@ -7,7 +7,7 @@ from scheduler.core.cycle import Action, CycleConfig, run_cycle
 from scheduler.core.explain import count_reason
 from scheduler.core.policies.tiresias import TiresiasPolicy
 from scheduler.core.speed import job_speed
-from scheduler.core.types import JobInfo
+from scheduler.core.types import ClusterSnapshot, JobInfo
 
 from .test_cycle import Fixed, job, node, snap
 
@@ -40,13 +40,17 @@ def test_a_policy_reason_keeps_its_words_and_gains_the_count() -> None:
     assert decision.reason.startswith("grown for its deadline; 4 GPUs:")
 
 
-def test_a_job_that_cannot_be_placed_is_told_who_holds_its_gpus() -> None:
-    """16 a100 GPUs: four 1-GPU jobs and a 10-GPU one (min 8) hold 14; a 4-GPU job waits for 2 more."""
+def held_but_two(wide_tenant: str) -> tuple[ClusterSnapshot, dict[str, int]]:
+    """16 a100 GPUs: four 1-GPU jobs and a 10-GPU one (min 8, of ``wide_tenant``) hold 14; a 4-GPU job waits."""
     small = [job(f"s{i}", 1, held=1, first=i) for i in range(4)]
-    wide = JobInfo("w", "t", 0.0, 8, 10, 1000.0,
+    wide = JobInfo("w", wide_tenant, 0.0, 8, 10, 1000.0,
                    placement=tuple(f"n1-{i}" for i in range(4, 8)) + tuple(f"n2-{i}" for i in range(6)))
-    s = snap(*small, wide, job("late", 4, t=9))
-    counts = {"s0": 1, "s1": 1, "s2": 1, "s3": 1, "w": 10, "late": 0}
+    return snap(*small, wide, job("late", 4, t=9)), {"s0": 1, "s1": 1, "s2": 1, "s3": 1, "w": 10, "late": 0}
+
+
+def test_a_job_that_cannot_be_placed_is_told_who_holds_its_gpus() -> None:
+    """A 4-GPU job waits for 2 more GPUs than are free."""
+    s, counts = held_but_two("t")
     late = run_cycle(s, Fixed(counts, {"late": "cannot place: 4 more a100 GPUs needed, 2 free"})).decisions["late"]
     assert late.action is Action.WAIT and late.reason.startswith("cannot place: 4 more a100 GPUs needed, 2 free; ")
     assert "the 14 other a100 GPUs are held by 5 jobs (largest: job w with 10; 2 above their min_gpus)" in late.reason
@@ -57,11 +61,7 @@ def test_a_job_that_cannot_be_placed_is_told_who_holds_its_gpus() -> None:
 
 def test_who_holds_the_gpus_never_names_another_tenant_s_job() -> None:
     """The reason becomes the waiting job's pending_reason, read by its tenant (issue 20, item 9)."""
-    small = [job(f"s{i}", 1, held=1, first=i) for i in range(4)]
-    wide = JobInfo("w", "other-tenant", 0.0, 8, 10, 1000.0,
-                   placement=tuple(f"n1-{i}" for i in range(4, 8)) + tuple(f"n2-{i}" for i in range(6)))
-    s = snap(*small, wide, job("late", 4, t=9))
-    counts = {"s0": 1, "s1": 1, "s2": 1, "s3": 1, "w": 10, "late": 0}
+    s, counts = held_but_two("other-tenant")
     late = run_cycle(s, Fixed(counts, {"late": "cannot place: 4 more a100 GPUs needed, 2 free"})).decisions["late"]
     assert "(largest: another tenant's job with 10;" in late.reason and "job w " not in late.reason
 

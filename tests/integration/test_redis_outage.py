@@ -286,20 +286,18 @@ class Api:
 
     def submit(self, name: str) -> int:
         body = {"tenant": "vision", "name": name, "workload_profile": "bert", "total_work": 1e9, "min_gpus": 1}
-        request = urllib.request.Request(
-            f"{self.base}/api/jobs/", json.dumps(body).encode(),
-            headers={"Authorization": f"Token {self.token}", "Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 201, f"API submit of {name}: {response.status}"
-            return int(json.loads(response.read())["id"])
+        return self.create("/api/jobs/", body, f"API submit of {name}")
 
     def whatif(self) -> int:
-        body = {"trace": "traces/native/workload.csv", "policy": "fifo", "nodes": 2}
+        return self.create("/api/whatif/", {"trace": "traces/native/workload.csv", "policy": "fifo", "nodes": 2},
+                           "API what-if")
+
+    def create(self, path: str, body: dict[str, object], what: str) -> int:
+        """POST ``body`` to ``path``: a 201, whose row's id is returned."""
         request = urllib.request.Request(
-            f"{self.base}/api/whatif/", json.dumps(body).encode(),
+            f"{self.base}{path}", json.dumps(body).encode(),
             headers={"Authorization": f"Token {self.token}", "Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=10) as response:
-            assert response.status == 201, f"API what-if: {response.status}"
+            assert response.status == 201, f"{what}: {response.status}"
             return int(json.loads(response.read())["id"])
