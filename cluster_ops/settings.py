@@ -389,6 +389,26 @@ STOP_GRACE_SECONDS = envint("STOP_GRACE_SECONDS", 30)  # SIGTERM, then SIGKILL a
 JOB_DIR = Path(envstr("JOB_DIR", str(VAR_DIR / "jobs")))
 PUBLIC_URL = envstr("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")  # where jobs send their reports
 
+# --- The cluster back-end (scheduler/executors, scheduler/slurm) -------------------------------
+# simulated: the demo cluster of `make run`; slurm: the Slurm cluster below (SLURM_MODE schedule: the console
+# decides and Slurm runs the jobs; observe: Slurm decides, the console watches and changes nothing).
+CLUSTER_BACKEND = envstr("CLUSTER_BACKEND", "simulated").lower()
+if CLUSTER_BACKEND not in {"simulated", "slurm"}:
+    CONFIGURATION_ERRORS.append(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: expected simulated or slurm")
+    CLUSTER_BACKEND = "simulated"
+SLURM_MODE = envstr("SLURM_MODE", "schedule").lower()
+if SLURM_MODE not in {"schedule", "observe"}:
+    CONFIGURATION_ERRORS.append(f"SLURM_MODE={SLURM_MODE!r}: expected schedule or observe")
+    SLURM_MODE = "schedule"
+SLURM_REST_URL = envstr("SLURM_REST_URL", "")  # slurmrestd, e.g. http://127.0.0.1:6820
+SLURM_USER = envstr("SLURM_USER", "root")  # the Slurm user the console acts as (X-SLURM-USER-NAME)
+SLURM_JWT_FILE = envstr("SLURM_JWT_FILE", "")  # or SLURM_JWT in the environment, read at each connection
+SLURM_CONF = envstr("SLURM_CONF", "")  # for scontrol and sacct, where REST lacks a verb
+SLURM_PARTITION = envstr("SLURM_PARTITION", "")  # empty: Slurm's default partition
+SLURM_TIMEOUT_SECONDS = envint("SLURM_TIMEOUT_SECONDS", 10, minimum=1)
+# Batch scripts a job may name (Job.script_path) must lie under this folder; empty: only commands.
+SLURM_SCRIPT_DIR = envstr("SLURM_SCRIPT_DIR", "")
+
 # --- Telemetry: retention, idle threshold, /metrics access (telemetry/) -------------------------
 TELEMETRY_RAW_DAYS = envint("TELEMETRY_RAW_DAYS", 7, minimum=1)  # raw samples
 TELEMETRY_MINUTE_DAYS = envint("TELEMETRY_MINUTE_DAYS", 30, minimum=1)  # minute rollups

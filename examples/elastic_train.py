@@ -53,7 +53,8 @@ def main() -> int:
     step, losses = load_checkpoint(checkpoints, model, optimizer)
     ddp = DistributedDataParallel(model)
     print(f"rank={rank} world_size={world} start_step={step} resumed={step > 0} "
-          f"local_batch={len(shard(range(args.global_batch), rank, world))}", flush=True)
+          f"local_batch={len(shard(range(args.global_batch), rank, world))} "
+          f"devices={os.environ.get('CUDA_VISIBLE_DEVICES', '-')}", flush=True)
     reporter = Reporter(args.global_batch, world, step)
     while step < args.steps:
         loss, stopping = train_step(ddp, optimizer, args, step, rank, world, stop["requested"])

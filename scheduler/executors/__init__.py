@@ -6,8 +6,10 @@ must be idempotent: a launch may be resent after a crash, and the executor ackno
 it with ``acknowledge`` once acted on. Before each round the executor ``observe``s its
 jobs: it brings progress and GPU time up to date and records the jobs that finished.
 
-Two executors ship: ``simulated`` (progress by the goodput model, for demos and what-ifs
-of the live cluster) and ``local`` (real processes started by node agents).
+Executors are the cluster back-end seam: ``simulated`` (progress by the goodput model, for demos and what-ifs
+of the live cluster), ``local`` (real processes started by node agents), ``slurm`` (Slurm jobs on the decided
+nodes, ``scheduler/slurm``) and ``slurm-observer`` (Slurm schedules; the console mirrors what it does). A
+Kubernetes back-end is one more class with these four verbs.
 """
 
 from __future__ import annotations
@@ -47,8 +49,18 @@ class Launch:
         return list(dict.fromkeys(gpu.hostname for gpu in self.gpus))
 
 
+class ClusterUnavailable(Exception):
+    """The cluster manager did not answer: the round is skipped with this reason, nothing written."""
+
+
 class Executor(Protocol):
     name: ClassVar[str]
+    decides: ClassVar[bool]  # False: an observer; the round mirrors the cluster and runs no policy
+    notes: list[str]  # what the round should record about the cluster (``SchedulingRound.note``)
+
+    def refresh_inventory(self, now: datetime) -> None:
+        """Bring the nodes and GPUs (and their health) up to date from the cluster, before the snapshot."""
+        ...
 
     def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
         """Bring progress, GPU time and finishes up to ``now`` in the database.
@@ -92,6 +104,14 @@ def finish_jobs(jobs: Sequence[Job], at: Mapping[int, datetime], state: str, rea
 
 def get_executor(config: SchedulerSettings) -> Executor:
     """The executor the settings name (imported here: each executor imports this module)."""
+    if config.executor == "slurm":
+        from scheduler.slurm.executor import SlurmExecutor
+
+        return SlurmExecutor()
+    if config.executor == "slurm-observer":
+        from scheduler.slurm.observer import SlurmObserver
+
+        return SlurmObserver()
     if config.executor == "local":
         from .local import LocalExecutor
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -66,6 +66,11 @@ def charge_gpu_time(job: Job, gpus: int, until: datetime) -> None:
 class LocalExecutor:
     app: Celery | None = None  # None: the current Celery app
     name: ClassVar[str] = "local"
+    decides: ClassVar[bool] = True
+    notes: list[str] = field(default_factory=list)
+
+    def refresh_inventory(self, now: datetime) -> None:
+        """Nothing to read: node agents register their own GPUs."""
 
     def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
         placed = {job.id: job for job in snap.jobs if job.placement}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import ClassVar
 
@@ -31,6 +31,11 @@ class SimulatedExecutor:
     speedup: float = 1.0
     restart_seconds: float = DEFAULT_RESTART_SECONDS
     name: ClassVar[str] = "simulated"
+    decides: ClassVar[bool] = True
+    notes: list[str] = field(default_factory=list)
+
+    def refresh_inventory(self, now: datetime) -> None:
+        """Nothing to read: the demo's inventory is seeded."""
 
     def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
         infos = {job.id: job for job in snap.jobs}

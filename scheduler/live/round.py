@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from ..core.config import SchedulingConfig, build_policy
 from ..core.cycle import run_cycle
-from ..executors import get_executor
+from ..executors import ClusterUnavailable, get_executor
 from ..models import RoundStatus, SchedulerSettings, SchedulingRound
 from .config import scheduler_settings, scheduling_config
 from .launches import unlaunched
@@ -48,12 +48,26 @@ def run_round(now: datetime | None = None, holder: str | None = None) -> Schedul
 def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) -> SchedulingRound:
     timings = Timings()
     executor = get_executor(row)
+    try:
+        executor.refresh_inventory(now)
+    except ClusterUnavailable as exc:  # nothing read, nothing written: the next round tries again
+        logger.warning("round skipped: %s", exc)
+        return SchedulingRound.objects.create(
+            policy=config.policy, started_at=now, finished_at=timezone.now(), status=RoundStatus.SKIPPED,
+            executor=executor.name, error=f"the cluster did not answer: {exc}"[:2000],
+        )
     live = build_snapshot(now)
     before = {job.id for job in live.snap.jobs}
     observed = executor.observe(live.snap, now)
     finished = len(before - {job.id for job in observed.jobs})
     live = LiveSnapshot(observed, live.gpu_pk, live.gpu_place, live.pending_reasons)
     timings.mark("snapshot")
+    if not executor.decides:  # an observer: the cluster's own scheduler decided; the round only mirrored it
+        return SchedulingRound.objects.create(
+            policy=config.policy, started_at=now, finished_at=timezone.now(), status=RoundStatus.OK,
+            jobs_considered=len(observed.jobs), finished=finished, executor=executor.name,
+            snapshot_ms=timings.ms(None, "snapshot"), note=round_note(executor.notes, None),
+        )
     try:  # a configuration the policy refuses, or a broken policy, must not touch the cluster: the round says why
         policy = build_policy(config)
         result = run_cycle(live.snap, policy, load_round_state(policy.name), config.cycle)
@@ -69,4 +83,14 @@ def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) 
         logger.warning("round under %s: %s", policy.name, result.note)
     round_row = apply_round(live, result, policy.name, now, executor.name, finished, timings)
     executor.launch(unlaunched(live.gpu_place), now)
+    note = round_note(executor.notes, result.note)
+    if note != round_row.note:
+        round_row.note = note
+        round_row.save(update_fields=["note"])
     return round_row
+
+
+def round_note(cluster_notes: list[str], policy_note: str | None) -> str:
+    """The policy's word and the cluster's, as one note that fits its column."""
+    note = "; ".join([*([policy_note] if policy_note else []), *cluster_notes])
+    return note if len(note) <= 2000 else note[:1999] + "…"

@@ -54,7 +54,7 @@ def apply_round(
         applied, skipped = _still_valid(result.changes)
         round_row = SchedulingRound.objects.create(
             policy=policy, started_at=now, status=RoundStatus.RUNNING, jobs_considered=len(live.snap.jobs),
-            finished=finished, skipped=skipped, executor=executor, note=result.note[:255],
+            finished=finished, skipped=skipped, executor=executor, note=result.note[:2000],
         )
         _move_allocations(applied, live.gpu_pk, now)
         _update_jobs(applied, now)

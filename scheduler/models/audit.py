@@ -13,6 +13,7 @@ class RoundStatus(models.TextChoices):
     RUNNING = "running", "running"
     OK = "ok", "ok"
     FAILED = "failed", "failed"
+    SKIPPED = "skipped", "skipped"  # the cluster did not answer: nothing was decided or written
 
 
 class SchedulingRound(models.Model):
@@ -35,8 +36,8 @@ class SchedulingRound(models.Model):
     write_ms = models.FloatField(null=True, blank=True)
     duration_ms = models.FloatField(null=True, blank=True)
     error = models.TextField(blank=True)
-    note = models.CharField(max_length=255, blank=True, help_text="the policy's word on the round as a whole, "
-                            "e.g. a solver without an answer (running jobs then keep their GPUs)")
+    note = models.CharField(max_length=2000, blank=True, help_text="the policy's word on the round as a whole, "
+                            "e.g. a solver without an answer (running jobs then keep their GPUs), and the cluster's")
 
     class Meta:
         ordering = ["-started_at"]

@@ -56,6 +56,8 @@ class JobReport(models.Model):
 class ExecutorKind(models.TextChoices):
     SIMULATED = "simulated", "simulated (progress by the goodput model)"
     LOCAL = "local", "local (real processes through node agents)"
+    SLURM = "slurm", "Slurm (the console schedules, Slurm runs the jobs)"
+    SLURM_OBSERVER = "slurm-observer", "Slurm observer (Slurm schedules, the console watches)"
 
 
 class SchedulerSettings(models.Model):

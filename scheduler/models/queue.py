@@ -190,6 +190,14 @@ class Job(models.Model):
         blank=True, validators=[MaxLengthValidator(bounds.MAX_COMMAND_LENGTH)],
         help_text="command line the local executor runs for each worker",
     )
+    script_path = models.CharField(
+        max_length=500, blank=True,
+        help_text="on Slurm: the batch script to run, a file under SLURM_SCRIPT_DIR (else the command is run)",
+    )
+    cluster_job_id = models.CharField(
+        max_length=50, blank=True, default="", db_index=True,
+        help_text="the job's id in the cluster manager (Slurm's job id); empty until it is submitted there",
+    )
     expected_seconds = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(1.0), MaxValueValidator(bounds.MAX_EXPECTED_SECONDS)],
         help_text="how long it runs once started, in seconds, as its owner expects (a time limit); empty: predicted",

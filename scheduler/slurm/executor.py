@@ -1,0 +1,281 @@
+"""The console schedules, Slurm executes: each round's decisions as Slurm jobs on exactly the decided nodes.
+
+A console job becomes one Slurm batch job, submitted **held** with the comment ``cluster-ops:<job id>`` the
+first time a round places it, then pinned (``scontrol update NodeList=… NumNodes=n-n Gres=gpu:<type>:<k>
+StartTime=now``) and released — Slurm never starts it anywhere the console did not decide. The Slurm job id is
+stored at once, and a launch resent after a crash finds the job by its comment, so nothing is submitted twice.
+
+- A **rescale** is checkpoint → requeue → resize → release: ``scontrol requeuehold`` sends the job SIGTERM (the
+  example job checkpoints and exits 143), the job goes back to the queue held under the same id; once it has
+  left its nodes it is pinned to its new place and released, and it resumes from its checkpoint.
+- A **preemption** is the requeue-and-hold alone; resuming is the pin-and-release of a later start.
+- A console **cancel** (a finished job still running in Slurm) is ``DELETE job``.
+
+Slurm pins one GPU count per node (``Gres`` is per node; 22.05 cannot update a per-job count): a placement that
+spans nodes unevenly (3 + 1) runs with the smallest count on each of its nodes, and the round says so.
+
+``observe`` charges GPU time as Slurm ran it (its GPUs × the time it was RUNNING: what ``sacct`` counts), moves
+a rescaled job back to running once Slurm runs it, records finishes with Slurm's state, and reports — never
+drops — a job one side knows and the other does not. Progress comes from the job's own reports (the API).
+A Slurm that does not answer raises ``SlurmUnavailable`` from ``refresh_inventory``: the round is skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shlex
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar
+
+from django.conf import settings
+from django.db import transaction
+
+from ..bulk import update_many
+from ..core.types import ClusterSnapshot
+from ..executors import Launch, acknowledge, finish_jobs
+from ..executors.files import checkpoint_dir, job_dir
+from ..executors.local import charge_gpu_time
+from ..models import ACTIVE_STATES, FINISHED_STATES, Gpu, Job, JobState
+from .client import COMMENT_PREFIX, JobSpec, SlurmClient, SlurmJob, SlurmRefused, SlurmUnavailable, connect
+from .inventory import sync_inventory
+
+logger = logging.getLogger(__name__)
+
+RUNNING = frozenset({"RUNNING", "CONFIGURING"})
+LEAVING = frozenset({"COMPLETING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT"})
+SUCCEEDED = frozenset({"COMPLETED"})
+CANCELLED = frozenset({"CANCELLED"})
+FAILED = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
+ENDED = SUCCEEDED | CANCELLED | FAILED
+REQUEUE_WAIT_SECONDS = 20.0  # how long a launch waits for a requeued job to leave its nodes (KillWait + margin)
+
+
+@dataclass
+class SlurmExecutor:
+    """The round's executor on a Slurm cluster (``SchedulerSettings.executor == "slurm"``)."""
+
+    client: SlurmClient | None = None  # None: connect in ``refresh_inventory``
+    notes: list[str] = field(default_factory=list)  # what the round should record (``SchedulingRound.note``)
+    slurm_jobs: dict[int, SlurmJob] = field(default_factory=dict)
+    name: ClassVar[str] = "slurm"
+    decides: ClassVar[bool] = True
+
+    def refresh_inventory(self, now: datetime) -> None:
+        """Nodes and jobs as Slurm has them now; the inventory rows brought up to date."""
+        self.client = self.client or connect()
+        nodes = self.client.rest.nodes()
+        self.slurm_jobs = self.client.jobs_by_id()
+        change = sync_inventory(nodes)
+        if change.lost:
+            self.notes.append("GPUs lost with their nodes: " + "; ".join(change.lost))
+        if change.back:
+            self.notes.append("nodes back in service: " + ", ".join(change.back))
+
+    # --- observe -----------------------------------------------------------------------------------------------
+
+    def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
+        finished: dict[int, tuple[datetime, str, str]] = {}
+        with transaction.atomic():
+            jobs = list(Job.objects.select_for_update().filter(state__in=ACTIVE_STATES))
+            for job in jobs:
+                slurm_job = self.slurm_jobs.get(int(job.cluster_job_id)) if job.cluster_job_id else None
+                if slurm_job is None:
+                    if job.cluster_job_id:
+                        self.notes.append(f"job {job.pk}: Slurm has no job {job.cluster_job_id}")
+                    continue
+                charge_slurm_time(job, slurm_job, now)
+                if slurm_job.state in RUNNING and job.state == JobState.RESCALING:
+                    job.state = JobState.RUNNING
+                elif slurm_job.state in ENDED:
+                    finished[job.pk] = (slurm_job.ended_at or now, *_ending(slurm_job))
+            update_many(Job, ["attained_gpu_seconds", "accounted_at", "state"],
+                        [job for job in jobs if job.pk not in finished])
+            for job in jobs:  # each with its own state and reason
+                if job.pk in finished:
+                    at, state, reason = finished[job.pk]
+                    finish_jobs([job], {job.pk: at}, state, reason)
+        self._report_strangers()
+        progress = {str(job.pk): job for job in jobs}
+        kept = tuple(
+            job.progressed(progress[job.id].progress, progress[job.id].attained_gpu_seconds) if job.id in progress
+            else job for job in snap.jobs if int(job.id) not in finished
+        )
+        return dataclasses.replace(snap, jobs=kept)
+
+    def _report_strangers(self) -> None:
+        """Slurm jobs marked as the console's that no console job claims: reported, left alone."""
+        ours = {int(key) for key in Job.objects.exclude(cluster_job_id="").values_list("cluster_job_id", flat=True)}
+        for slurm_job in self.slurm_jobs.values():
+            if slurm_job.console_job_id is not None and slurm_job.id not in ours and slurm_job.state not in ENDED:
+                self.notes.append(f"Slurm job {slurm_job.id} says it runs console job {slurm_job.console_job_id}, "
+                                  "which does not know it: left alone")
+
+    # --- launch ------------------------------------------------------------------------------------------------
+
+    def launch(self, launches: Sequence[Launch], now: datetime) -> None:
+        if not launches:
+            return
+        client = self.client or connect()
+        jobs = Job.objects.select_related("tenant").in_bulk([launch.job_id for launch in launches])
+        types = dict(Gpu.objects.filter(uuid__in={gpu.uuid for launch in launches for gpu in launch.gpus})
+                     .values_list("uuid", "model"))
+        for launch in launches:
+            job = jobs.get(launch.job_id)
+            if job is None:
+                acknowledge([launch])
+                continue
+            try:
+                done = self._carry_out(client, launch, job, types, now)
+            except SlurmUnavailable as error:
+                self.notes.append(f"Slurm did not answer while launching job {job.pk}: {error}")
+                return  # what is not acknowledged is resent by the next round
+            except SlurmRefused as error:
+                self.notes.append(f"job {job.pk}: {error}")
+                if not job.cluster_job_id:  # Slurm refused the job itself: it cannot run, say why
+                    with transaction.atomic():
+                        locked = Job.objects.select_for_update().get(pk=job.pk)
+                        finish_jobs([locked], {locked.pk: now}, JobState.FAILED, f"Slurm refused it: {error}")
+                        Job.objects.filter(pk=job.pk).update(error=str(error))
+                    done = True
+                else:
+                    done = False
+            if done:
+                acknowledge([launch])
+
+    def _carry_out(self, client: SlurmClient, launch: Launch, job: Job, types: Mapping[str, str],
+                   now: datetime) -> bool:
+        """Make Slurm match ``launch``; False when it must be tried again next round."""
+        slurm_job = self._find(job)
+        if not launch.gpus:
+            return self._stop(client, job, slurm_job, now)
+        per_node, gpu_type = self._placement(job, launch, types)
+        if slurm_job is None or slurm_job.state in ENDED:
+            job_id = client.rest.submit(self._spec(job, gres(gpu_type, max(per_node.values()))))
+            Job.objects.filter(pk=job.pk).update(cluster_job_id=str(job_id))  # stored before anything else
+            job.cluster_job_id = str(job_id)
+            client.commands.place(job_id, per_node, gpu_type)
+            client.commands.release(job_id)
+            return True
+        if slurm_job.state in RUNNING:
+            if dict(slurm_job.gpus_per_node) == per_node:
+                return True  # already where it should be
+            self._charge_until(job, slurm_job, now)
+            client.commands.requeue_hold(slurm_job.id)
+            if not self._wait_until_left(client, slurm_job.id):
+                return False  # still on its nodes: the next round finishes the move
+        elif slurm_job.state in LEAVING:
+            if not self._wait_until_left(client, slurm_job.id):
+                return False
+        client.commands.place(slurm_job.id, per_node, gpu_type)
+        client.commands.release(slurm_job.id)
+        return True
+
+    def _stop(self, client: SlurmClient, job: Job, slurm_job: SlurmJob | None, now: datetime) -> bool:
+        """A job given no GPUs: cancelled in Slurm when the console ended it, else requeued and held."""
+        if slurm_job is None or slurm_job.state in ENDED:
+            return True
+        if job.state in FINISHED_STATES:
+            client.rest.cancel(slurm_job.id)
+        elif slurm_job.state in RUNNING:
+            self._charge_until(job, slurm_job, now)
+            client.commands.requeue_hold(slurm_job.id)
+        elif slurm_job.state == "PENDING" and not slurm_job.held:
+            client.commands.hold(slurm_job.id)
+        return True
+
+    def _find(self, job: Job) -> SlurmJob | None:
+        """The job's Slurm job: by its stored id, else by comment (a submit whose answer was lost)."""
+        if job.cluster_job_id:
+            return self.slurm_jobs.get(int(job.cluster_job_id))
+        comment = f"{COMMENT_PREFIX}{job.pk}"
+        found = [sj for sj in self.slurm_jobs.values() if sj.comment == comment and sj.state not in ENDED]
+        if found:
+            job.cluster_job_id = str(found[0].id)
+            Job.objects.filter(pk=job.pk).update(cluster_job_id=job.cluster_job_id)
+            return found[0]
+        return None
+
+    def _placement(self, job: Job, launch: Launch, types: Mapping[str, str]) -> tuple[dict[str, int], str]:
+        """Nodes → GPUs per node as Slurm can pin them (one count for all nodes), and the GRES type."""
+        counts = Counter(gpu.hostname for gpu in launch.gpus)
+        gpu_type = next((types[gpu.uuid] for gpu in launch.gpus if gpu.uuid in types), "")
+        even = min(counts.values())
+        if len(set(counts.values())) > 1:
+            self.notes.append(f"job {job.pk}: Slurm pins one GPU count per node; the decided "
+                              f"{' + '.join(map(str, counts.values()))} runs as {even} on each of {len(counts)} nodes")
+        return {host: even for host in launch.hosts}, gpu_type
+
+    def _spec(self, job: Job, gres: str) -> JobSpec:
+        folder = job_dir(job.pk)
+        (folder / "logs").mkdir(parents=True, exist_ok=True)
+        return JobSpec(
+            name=job.name[:100], account=job.tenant.name, comment=f"{COMMENT_PREFIX}{job.pk}",
+            script=batch_script(job), working_directory=str(folder), output=str(folder / "logs" / "slurm.log"),
+            environment={
+                "PATH": "/usr/local/bin:/usr/bin:/bin", "CLUSTER_OPS_JOB_ID": str(job.pk),
+                "CHECKPOINT_DIR": str(checkpoint_dir(job.pk)),
+                "CLUSTER_OPS_REPORT_URL": f"{settings.PUBLIC_URL}/api/jobs/{job.pk}/report/",
+                "CLUSTER_OPS_REPORT_TOKEN": job.report_token,
+            },
+            gres=gres,  # Slurm refuses to change a typed request to an untyped one: typed from the start
+            time_limit_minutes=max(1, round(job.expected_seconds / 60)) if job.expected_seconds else None,
+        )
+
+    def _charge_until(self, job: Job, slurm_job: SlurmJob, now: datetime) -> None:
+        """Charge a running job's Slurm time up to ``now``, before it is requeued."""
+        with transaction.atomic():
+            locked = Job.objects.select_for_update().get(pk=job.pk)
+            charge_slurm_time(locked, slurm_job, now)
+            locked.save(update_fields=["attained_gpu_seconds", "accounted_at"])
+
+    def _wait_until_left(self, client: SlurmClient, slurm_id: int) -> bool:
+        """Wait (bounded) until a requeued job is pending again, its nodes freed."""
+        deadline = time.monotonic() + REQUEUE_WAIT_SECONDS
+        while time.monotonic() < deadline:
+            current = client.jobs_by_id([slurm_id]).get(slurm_id)
+            if current is None or current.state == "PENDING":
+                return True
+            time.sleep(0.5)
+        return False
+
+
+def charge_slurm_time(job: Job, slurm_job: SlurmJob, now: datetime) -> None:
+    """Add the GPU time Slurm ran ``job`` since it was last counted (row not saved)."""
+    if slurm_job.started_at is None or slurm_job.gpus <= 0:
+        return
+    if slurm_job.state in RUNNING:
+        until = now
+    elif slurm_job.ended_at is not None and slurm_job.state not in {"PENDING"}:
+        until = slurm_job.ended_at
+    else:
+        return
+    since = max(job.accounted_at or slurm_job.started_at, slurm_job.started_at)
+    if until > since:
+        job.accounted_at = since
+        charge_gpu_time(job, slurm_job.gpus, until)
+
+
+def gres(gpu_type: str, per_node: int) -> str:
+    return f"gpu:{gpu_type}:{per_node}" if gpu_type else f"gpu:{per_node}"
+
+
+def _ending(slurm_job: SlurmJob) -> tuple[str, str]:
+    """The console state and reason of a job Slurm ended."""
+    if slurm_job.state in SUCCEEDED:
+        return JobState.SUCCEEDED, "finished: Slurm job completed"
+    if slurm_job.state in CANCELLED:
+        return JobState.CANCELLED, "cancelled in Slurm"
+    code = f" (exit {slurm_job.exit_code})" if slurm_job.exit_code is not None else ""
+    return JobState.FAILED, f"Slurm ended it: {slurm_job.state}{code}"
+
+
+def batch_script(job: Job) -> str:
+    """The batch script of a console job: its script from the allowed folder, or its command, run with exec so
+    that Slurm's SIGTERM on requeue reaches it (to checkpoint)."""
+    run = f"exec {shlex.quote(job.script_path)}" if job.script_path else f"exec /bin/bash -c {shlex.quote(job.command)}"
+    return f"#!/bin/bash\n# Cluster Ops job {job.pk}\n{run}\n"

@@ -1,0 +1,121 @@
+"""Slurm schedules, the console watches: every Slurm job with GPUs mirrored into the console's rows.
+
+Nothing is ever sent to Slurm but reads. Each round the inventory is refreshed and each job ``squeue`` knows
+(and the recently ended ones it still lists) becomes or updates one console ``Job``: its account as the tenant
+(created when new), its GPUs and type from GRES, its state, Slurm's pending reason, its start and end, and
+open ``Allocation`` rows on its nodes' GPUs while it runs — so the dashboards, fairness, reports, accounting
+and forecasts read a Slurm cluster as they read any other. GPU time is charged as Slurm ran it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import ClassVar
+
+from django.db import transaction
+from django.db.models import Q
+
+from ..core.types import ClusterSnapshot
+from ..models import Allocation, Gpu, Job, JobState, Tenant
+from .client import SlurmClient, SlurmJob, connect
+from .executor import CANCELLED, ENDED, RUNNING, SUCCEEDED, charge_slurm_time
+from .inventory import sync_inventory
+
+MIRRORED_NAME_LENGTH = 200
+
+
+@dataclass
+class SlurmObserver:
+    client: SlurmClient | None = None
+    notes: list[str] = field(default_factory=list)
+    slurm_jobs: dict[int, SlurmJob] = field(default_factory=dict)
+    name: ClassVar[str] = "slurm-observer"
+    decides: ClassVar[bool] = False
+
+    def refresh_inventory(self, now: datetime) -> None:
+        self.client = self.client or connect()
+        nodes = self.client.rest.nodes()
+        self.slurm_jobs = self.client.jobs_by_id()
+        change = sync_inventory(nodes)
+        if change.lost:
+            self.notes.append("GPUs lost with their nodes: " + "; ".join(change.lost))
+
+    def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
+        with transaction.atomic():
+            mirrored = mirror_jobs([job for job in self.slurm_jobs.values() if job.gpus > 0], now)
+        self.notes.append(f"observing Slurm: {mirrored} jobs with GPUs mirrored")
+        return dataclasses.replace(snap, jobs=())
+
+    def launch(self, launches: object, now: datetime) -> None:
+        """An observer launches nothing."""
+
+
+def mirror_jobs(slurm_jobs: list[SlurmJob], now: datetime) -> int:
+    """Create or update one console job per Slurm job, with its allocations; returns how many."""
+    tenants = {tenant.name: tenant for tenant in Tenant.objects.all()}
+    known = {job.cluster_job_id: job for job in Job.objects.select_for_update().filter(
+        cluster_job_id__in=[str(sj.id) for sj in slurm_jobs])}
+    gpus_by_node = _gpus_by_node()
+    for slurm_job in slurm_jobs:
+        tenant = tenants.get(slurm_job.account) or tenants.setdefault(
+            slurm_job.account, Tenant.objects.get_or_create(name=slurm_job.account or "(no account)")[0])
+        job = known.get(str(slurm_job.id)) or _new_job(slurm_job, tenant)
+        was_running = job.state == JobState.RUNNING
+        job.state, job.pending_reason = _state(slurm_job), slurm_job.reason if slurm_job.state == "PENDING" else ""
+        job.started_at = slurm_job.started_at or job.started_at
+        job.finished_at = slurm_job.ended_at if slurm_job.state in ENDED else None
+        if job.pk is None:
+            job.accounted_at = slurm_job.started_at
+            job.save()
+        else:
+            charge_slurm_time(job, slurm_job, now)
+            job.save(update_fields=["state", "pending_reason", "started_at", "finished_at", "attained_gpu_seconds",
+                                    "accounted_at"])
+        if slurm_job.state in RUNNING and not was_running:
+            _open_allocations(job, slurm_job, gpus_by_node, now)
+        elif slurm_job.state not in RUNNING and was_running:
+            Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=slurm_job.ended_at or now)
+    return len(slurm_jobs)
+
+
+def _new_job(slurm_job: SlurmJob, tenant: Tenant) -> Job:
+    return Job(
+        tenant=tenant, name=(slurm_job.name or f"slurm {slurm_job.id}")[:MIRRORED_NAME_LENGTH],
+        workload_profile="", total_work=0.0, min_gpus=slurm_job.gpus, max_gpus=slurm_job.gpus,
+        gpu_type=slurm_job.gpu_type, submitted_at=slurm_job.submitted_at, cluster_job_id=str(slurm_job.id),
+        expected_seconds=slurm_job.time_limit_seconds,
+    )
+
+
+def _state(slurm_job: SlurmJob) -> str:
+    if slurm_job.state in RUNNING or slurm_job.state == "COMPLETING":
+        return JobState.RUNNING
+    if slurm_job.state in SUCCEEDED:
+        return JobState.SUCCEEDED
+    if slurm_job.state in CANCELLED:
+        return JobState.CANCELLED
+    if slurm_job.state in ENDED:
+        return JobState.FAILED
+    return JobState.PENDING
+
+
+def _gpus_by_node() -> dict[str, list[int]]:
+    """Free GPU row ids per node (no open allocation), lowest index first."""
+    taken = Allocation.objects.filter(ended_at__isnull=True).values("gpu_id")
+    free: dict[str, list[int]] = {}
+    for pk, hostname in Gpu.objects.filter(~Q(pk__in=taken)).order_by("node__hostname", "index").values_list(
+            "pk", "node__hostname"):
+        free.setdefault(hostname, []).append(pk)
+    return free
+
+
+def _open_allocations(job: Job, slurm_job: SlurmJob, free: Mapping[str, list[int]], now: datetime) -> None:
+    rows = []
+    for node, count in slurm_job.gpus_per_node.items():
+        available = free.get(node, [])
+        rows += [Allocation(job=job, gpu_id=pk, started_at=slurm_job.started_at or now) for pk in available[:count]]
+        del available[:count]
+    Allocation.objects.bulk_create(rows)
