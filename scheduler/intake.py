@@ -81,7 +81,7 @@ def submit_job_once(*, tenant: Tenant | str, workload_profile: str, client_key: 
 
 
 SUBMITTED_FIELDS = ("name", "total_work", "min_gpus", "max_gpus", "priority", "gpu_type", "batch_size", "command",
-                    "expected_seconds")
+                    "script_path", "expected_seconds")
 
 
 def submission_digest(tenant: Tenant, workload_profile: str, fields: dict[str, Any]) -> str:

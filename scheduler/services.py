@@ -23,6 +23,7 @@ from .core.gpu_types import gpu_type_key
 from .models import (
     ACTIVE_STATES,
     Allocation,
+    ExecutorKind,
     Gpu,
     GpuHealth,
     Job,
@@ -74,6 +75,7 @@ def new_job(
     gpu_type: str = "",
     batch_size: int | None = None,
     command: str = "",
+    script_path: str = "",
     client_key: str = "",
     owner: Actor = None,
     submitted_at: datetime | None = None,
@@ -89,8 +91,8 @@ def new_job(
         tenant=tenant_named(tenant), owner=_user(owner), name=name, workload_profile=workload_profile,
         total_work=total_work, min_gpus=min_gpus, max_gpus=min_gpus if max_gpus is None else max_gpus,
         priority=priority, gpu_type=gpu_type_key(gpu_type) if gpu_type else "", batch_size=batch_size,
-        command=command, client_key=client_key, submitted_at=submitted_at or timezone.now(),
-        expected_seconds=expected_seconds,
+        command=command, script_path=script_path, client_key=client_key,
+        submitted_at=submitted_at or timezone.now(), expected_seconds=expected_seconds,
     )
     _validate_new_job(job)
     return job
@@ -114,6 +116,17 @@ def _validate_new_job(job: Job) -> None:
     job.full_clean(validate_constraints=False)
     job.validate_constraints(exclude={"client_key"})
     check_fits_inventory(job.gpu_type, job.min_gpus)
+    _check_cluster(job)
+
+
+def _check_cluster(job: Job) -> None:
+    """What the cluster manager must accept: on Slurm, a script from the allowed folder and a known account."""
+    from .live.config import scheduler_settings  # the settings row: imported late, it imports the models' app
+    from .slurm import submission
+
+    job.script_path = submission.checked_script_path(job.script_path)
+    if scheduler_settings().executor == ExecutorKind.SLURM:
+        submission.check_account(job.tenant.name)
 
 
 def inventory_capacity() -> Counter[str]:

@@ -112,8 +112,12 @@ def main(argv: list[str]) -> int:
         stop(lab)
     elif command == "env":
         print_environment(lab)
+    elif command == "stop-controller":  # a Slurm outage, as the tests make one
+        stop_controller(lab)
+    elif command == "start-controller":
+        start_controller(lab)
     else:
-        print(f"usage: {argv[0]} start|stop|env", file=sys.stderr)
+        print(f"usage: {argv[0]} start|stop|env|stop-controller|start-controller", file=sys.stderr)
         return 2
     return 0
 
@@ -125,7 +129,7 @@ def start(lab: Lab) -> None:
     start_munge(lab)
     start_database(lab)
     start_daemon(lab, "slurmdbd", ["slurmdbd", "-D"], {"SLURM_CONF": str(lab.slurm_conf)}, port=lab.dbd_port)
-    start_daemon(lab, "slurmctld", ["slurmctld", "-D", "-i", "-f", str(lab.slurm_conf)], {}, port=lab.ctld_port)
+    start_controller(lab)
     add_associations(lab)
     for number, (name, _, _) in enumerate(NODES):
         start_daemon(lab, f"slurmd-{name}", ["slurmd", "-D", "-N", name, "-f", str(lab.slurm_conf)], {},
@@ -134,6 +138,15 @@ def start(lab: Lab) -> None:
     start_rest(lab)
     write_token(lab)
     print_environment(lab)
+
+
+def start_controller(lab: Lab) -> None:
+    """slurmctld, recovering its state (jobs included) from StateSaveLocation."""
+    start_daemon(lab, "slurmctld", ["slurmctld", "-D", "-f", str(lab.slurm_conf)], {}, port=lab.ctld_port)
+
+
+def stop_controller(lab: Lab) -> None:
+    _terminate(int(lab.path("run", "slurmctld.lab-pid").read_text()))
 
 
 def print_environment(lab: Lab) -> None:
@@ -152,7 +165,9 @@ def install_packages() -> None:
 
 
 def write_files(lab: Lab) -> None:
-    for folder in ("etc", "log", "run", "state", "dev", "jobs", "checkpoints"):
+    for stale in ("state", "spool"):  # a new lab starts with no jobs (accounting keeps its history)
+        shutil.rmtree(lab.path(stale), ignore_errors=True)
+    for folder in ("etc", "log", "run", "state", "dev", "jobs"):
         lab.path(folder).mkdir(parents=True, exist_ok=True)
     for number, (name, _, count) in enumerate(NODES):
         lab.path("spool", name).mkdir(parents=True, exist_ok=True)
@@ -202,6 +217,7 @@ JobRequeue=1
 ReturnToService=2
 MpiDefault=none
 MailProg=/bin/true
+AccountingStoreFlags=job_comment
 SchedulerType=sched/backfill
 PriorityType=priority/multifactor
 AccountingStorageType=accounting_storage/slurmdbd
@@ -245,26 +261,33 @@ StorageLoc=slurm_acct_db
 """
 
 
+def munge_answers() -> bool:
+    """A munged already serves this host's socket (another lab's, or the host's own): Slurm's daemons of every
+    lab authenticate through that one socket, so it is used as it is."""
+    encoded = subprocess.run(["munge", "-n"], capture_output=True)
+    return encoded.returncode == 0 and subprocess.run(["unmunge"], input=encoded.stdout,
+                                                      capture_output=True).returncode == 0
+
+
 def start_munge(lab: Lab) -> None:
-    folder = lab.path("munge")
-    folder.mkdir(exist_ok=True)
-    key = folder / "munge.key"
+    if munge_answers():
+        return
+    # munged runs as its own user and checks every folder above its files: they live beside its socket.
+    folder = lab.munge_socket.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.chown(folder, "munge", "munge")
+    folder.chmod(0o755)  # clients connect to the socket inside
+    key = folder / "cluster-ops-lab.key"
     if not key.exists():
         key.write_bytes(secrets.token_bytes(1024))
-    shutil.chown(folder, "munge", "munge")
     shutil.chown(key, "munge", "munge")
-    folder.chmod(0o700)
     key.chmod(0o400)
-    lab.munge_socket.parent.mkdir(parents=True, exist_ok=True)
-    shutil.chown(lab.munge_socket.parent, "munge", "munge")
-    lab.munge_socket.parent.chmod(0o755)  # clients connect to the socket inside
-    command = ["runuser", "-u", "munge", "--", "munged", f"--socket={lab.munge_socket}", f"--key-file={key}",
-               f"--pid-file={folder / 'munged.pid'}", f"--log-file={lab.path('log', 'munged.log')}",
-               f"--seed-file={folder / 'munge.seed'}", "--force"]
-    lab.path("log", "munged.log").touch()
-    shutil.chown(lab.path("log", "munged.log"), "munge", "munge")
-    subprocess.run(command, check=True)
-    wait_until(lambda: lab.munge_socket.exists(), "munged's socket")
+    pid_file = folder / "cluster-ops-lab.pid"
+    subprocess.run(["runuser", "-u", "munge", "--", "munged", f"--socket={lab.munge_socket}", f"--key-file={key}",
+                    f"--pid-file={pid_file}", f"--log-file={folder / 'cluster-ops-lab.log'}",
+                    f"--seed-file={folder / 'cluster-ops-lab.seed'}", "--force"], check=True)
+    wait_until(munge_answers, "munged answering")
+    lab.path("run", "munged.pid-file").write_text(str(pid_file))
 
 
 def start_database(lab: Lab) -> None:
@@ -347,10 +370,12 @@ def stop(lab: Lab, quiet: bool = False) -> None:
     for pid_file in pid_files:
         _terminate(int(pid_file.read_text()))
         pid_file.unlink()
-    munge_pid = lab.path("munge", "munged.pid")
-    if munge_pid.exists():
-        _terminate(int(munge_pid.read_text()))
-        munge_pid.unlink(missing_ok=True)
+    munge_started = lab.path("run", "munged.pid-file")  # only a munged this lab started is stopped
+    if munge_started.exists():
+        pid_file = Path(munge_started.read_text())
+        if pid_file.exists():
+            _terminate(int(pid_file.read_text()))
+        munge_started.unlink()
     if not quiet:
         print(f"Slurm lab in {lab.root} stopped")
 

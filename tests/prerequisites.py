@@ -50,6 +50,10 @@ def _libraries(*names: str) -> Callable[[], bool]:
     return lambda: all(ctypes.util.find_library(name) for name in names)
 
 
+def _jwt_plugin() -> bool:
+    return any(Path("/usr/lib").glob("*/slurm-wlm/auth_jwt.so"))
+
+
 PREREQUISITES = {p.group: p for p in (
     # Debian's Chromium, driven by Playwright (never `playwright install`, which downloads a browser).
     Prerequisite("browser", "the browser tests (tests/browser/)", CHROMIUM.exists, ("chromium",), recommends=True),
@@ -60,6 +64,12 @@ PREREQUISITES = {p.group: p for p in (
     Prerequisite("alerting", "`promtool test rules` and a real Prometheus scraping /metrics",
                  _commands("promtool", "prometheus"), ("prometheus",)),
     Prerequisite("make", "the `make run` end-to-end test", _commands("make"), ("make",)),
+    # A real single-host Slurm (scripts/slurm_lab.py starts it); its daemons are started as root.
+    Prerequisite("slurm", "the Slurm back-end tests (tests/slurm/): Debian's Slurm 22.05, munge, MariaDB",
+                 lambda: _commands("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munged", "mariadbd", "sbatch")()
+                 and _jwt_plugin(),
+                 ("slurm-wlm", "slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munge", "slurm-wlm-jwt-plugin",
+                  "slurm-client", "mariadb-server")),
     Prerequisite("torch", "the local executor's training run (tests/integration/test_local_executor.py)",
                  lambda: importlib.util.find_spec("torch") is not None, pip_requirements="requirements-node.txt"),
 )}

@@ -30,7 +30,7 @@ from ..models import (
 )
 from .common import STATE_COLOURS, ReadOnlyInline, badge, shorten
 
-LAUNCH_FIELDS = ("gpu_type", "batch_size", "command")  # editable while the job waits for its first start
+LAUNCH_FIELDS = ("gpu_type", "batch_size", "command", "script_path")  # editable while the job waits for its first start
 
 
 class AllocationInline(ReadOnlyInline):
@@ -94,7 +94,8 @@ class JobAdmin(admin.ModelAdmin):
     fieldsets = (
         (None, {"fields": ("name", "tenant", "owner", "workload_profile", "total_work", "expected_seconds")}),
         ("Scheduling", {"fields": ("min_gpus", "max_gpus", "priority", "gpu_type", "batch_size")}),
-        ("Workers", {"fields": ("command",), "description": "what each worker process runs (local executor)"}),
+        ("Workers", {"fields": ("command", "script_path", "cluster_job_id"),
+                     "description": "what each worker process runs (local executor), or the batch script Slurm runs"}),
         ("Status", {"fields": readonly_fields}),
         ("Worker logs", {"fields": ("worker_logs",), "classes": ("collapse",)}),
     )
@@ -171,7 +172,7 @@ class JobAdmin(admin.ModelAdmin):
         return f"{100 * job.progress / job.total_work:.0f}%" if job.total_work else "–"
 
     def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> tuple[str, ...]:
-        fields = (*super().get_readonly_fields(request, obj), "worker_logs")  # in its own section, not under Status
+        fields = (*super().get_readonly_fields(request, obj), "worker_logs", "cluster_job_id")  # logs: own section
         if obj is not None and obj.state != JobState.PENDING:
             fields += LAUNCH_FIELDS  # its workers were launched with them
         return fields
@@ -190,7 +191,7 @@ class JobAdmin(admin.ModelAdmin):
                 tenant=obj.tenant, name=obj.name, workload_profile=obj.workload_profile,
                 total_work=obj.total_work, min_gpus=obj.min_gpus, max_gpus=obj.max_gpus,
                 priority=obj.priority, gpu_type=obj.gpu_type, batch_size=obj.batch_size, command=obj.command,
-                owner=obj.owner or request.user,
+                script_path=obj.script_path, owner=obj.owner or request.user,
             ).pk
             return
         services.set_gpu_bounds(obj, obj.min_gpus, obj.max_gpus, actor=request.user)

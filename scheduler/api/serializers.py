@@ -18,7 +18,7 @@ from ..models import FINISHED_STATES, QUEUED_STATES, Job, JobForecast, Tenant
 
 JOB_FIELDS = [
     "id", "tenant", "owner", "name", "workload_profile", "total_work", "min_gpus", "max_gpus", "priority",
-    "state", "progress", "gpu_type", "batch_size", "command", "client_key", "submitted_at", "started_at",
+    "state", "progress", "gpu_type", "batch_size", "command", "script_path", "cluster_job_id", "client_key", "submitted_at", "started_at",
     "finished_at", "pending_reason", "error", "attained_gpu_seconds", "restarts", "last_throughput",
     "last_grad_noise_scale", "last_reported_at", "fitted_model", "expected_seconds", "predicted_seconds",
 ]
@@ -150,6 +150,9 @@ class JobSubmitSerializer(serializers.Serializer):
                                     default=None)
     command = serializers.CharField(max_length=bounds.MAX_COMMAND_LENGTH, required=False, allow_blank=True,
                                     default="")
+    script_path = serializers.CharField(max_length=500, required=False, allow_blank=True, default="",
+                                        help_text="on Slurm: a batch script under SLURM_SCRIPT_DIR, run instead of "
+                                                  "the command")
     client_key = serializers.CharField(
         max_length=255, required=False, allow_blank=True, default="",
         help_text="idempotency key; the Idempotency-Key header does the same",

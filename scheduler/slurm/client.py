@@ -186,6 +186,9 @@ class RestTransport:
                   and error.get("error_code") != HELD_NOTICE]
         if errors or response.status_code >= 400:
             first = errors[0] if errors else {}
+            if response.status_code >= 500 and "error_code" not in first:
+                # v0.0.38 says only "Unspecified error" (errno -1) when slurmctld cannot be reached
+                raise SlurmUnavailable(f"{what}: slurmrestd cannot reach Slurm (HTTP {response.status_code})")
             message = str(first.get("error") or first.get("description") or response.reason)[:200]
             raise SlurmRefused(f"{what}: {message} (HTTP {response.status_code}, "
                                f"Slurm error {first.get('error_code', 'none')})")

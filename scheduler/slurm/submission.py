@@ -1,0 +1,46 @@
+"""What a job submitted for a Slurm cluster must satisfy before it is queued: checked at submission, so that
+bad input is refused by name and nothing is half-written (Slurm would refuse it only at its first start)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from .client import SlurmUnavailable, connect
+
+logger = logging.getLogger(__name__)
+
+
+def checked_script_path(path: str) -> str:
+    """``path`` (relative to ``SLURM_SCRIPT_DIR``, or absolute inside it) resolved, or ``ValidationError`` naming
+    ``script_path``. Links are resolved first, so a link out of the folder is refused too."""
+    if not path:
+        return ""
+    if not settings.SLURM_SCRIPT_DIR:
+        raise ValidationError({"script_path": "Batch scripts are not accepted here: SLURM_SCRIPT_DIR is not set."})
+    if "\x00" in path or len(path) > 500:
+        raise ValidationError({"script_path": "Not a usable path."})
+    root = Path(settings.SLURM_SCRIPT_DIR).resolve()
+    resolved = (root / path).resolve()
+    if not resolved.is_relative_to(root):
+        raise ValidationError({"script_path": "The script must lie under the folder of allowed scripts "
+                                              "(SLURM_SCRIPT_DIR)."})
+    if not resolved.is_file() or not os.access(resolved, os.X_OK):
+        raise ValidationError({"script_path": "No executable script by that name in the folder of allowed scripts."})
+    return str(resolved)
+
+
+def check_account(tenant: str) -> None:
+    """The tenant must be a Slurm account. Slurm away: accepted (its first start then fails with Slurm's reason)."""
+    try:
+        accounts = connect().rest.accounts()
+    except SlurmUnavailable as error:
+        logger.warning("cannot check Slurm accounts: %s", error)
+        return
+    if tenant not in accounts:
+        raise ValidationError({"tenant": f"Tenant {tenant!r} is not an account in Slurm; jobs run under their "
+                                         "tenant's Slurm account (sacctmgr add account)."})
