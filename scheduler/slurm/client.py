@@ -85,10 +85,12 @@ class SlurmJob:
     exit_code: int | None = None
     time_limit_seconds: float | None = None
     expected_start: datetime | None = None  # Slurm's own start estimate of a pending job
+    requested_gpus: int = 0  # what it asks for in all, placed or not
 
     @property
     def gpus(self) -> int:
-        return sum(self.gpus_per_node.values())
+        """The GPUs it holds on its nodes; for a job not placed yet, those it asks for."""
+        return sum(self.gpus_per_node.values()) or self.requested_gpus
 
     @property
     def console_job_id(self) -> int | None:
@@ -179,7 +181,8 @@ class RestTransport:
         try:
             document = response.json()
         except ValueError:
-            raise SlurmRefused(f"{what}: HTTP {response.status_code} with a body that is not JSON") from None
+            error = SlurmUnavailable if response.status_code >= 500 else SlurmRefused  # a proxy's 502: Slurm is away
+            raise error(f"{what}: HTTP {response.status_code} with a body that is not JSON") from None
         if not isinstance(document, dict):
             raise SlurmRefused(f"{what}: HTTP {response.status_code} with JSON that is not an object")
         errors = [error for error in document.get("errors") or [] if isinstance(error, dict)
@@ -292,6 +295,7 @@ class RestV0038:
             if isinstance(raw.get("exit_code"), int) else None,
             time_limit_seconds=float(limit) * 60 if isinstance(limit, int) and 0 < limit < 10**8 else None,
             expected_start=_time(raw.get("start_time")) if raw.get("job_state") == "PENDING" else None,
+            requested_gpus=per_node * max(int(raw.get("node_count") or 1), 1),
         )
 
     def submit(self, spec: JobSpec) -> int:

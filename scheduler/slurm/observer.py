@@ -67,11 +67,10 @@ def mirror_jobs(slurm_jobs: list[SlurmJob], now: datetime) -> int:
         job.state, job.pending_reason = _state(slurm_job), slurm_job.reason if slurm_job.state == "PENDING" else ""
         job.started_at = slurm_job.started_at or job.started_at
         job.finished_at = slurm_job.ended_at if slurm_job.state in ENDED else None
+        charge_slurm_time(job, slurm_job, now)
         if job.pk is None:
-            job.accounted_at = slurm_job.started_at
             job.save()
         else:
-            charge_slurm_time(job, slurm_job, now)
             job.save(update_fields=["state", "pending_reason", "started_at", "finished_at", "attained_gpu_seconds",
                                     "accounted_at"])
         if slurm_job.state in RUNNING and not was_running:
