@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-requirements
 # With REDIS_URL set, Redis is yours; without it, `make run` starts the embedded one.
 EMBEDDED_REDIS := $(if $(REDIS_URL),false,true)
 
-.PHONY: run test lint venv clean
+.PHONY: run test lint venv clean slurm-lab slurm-lab-stop
 
 venv: $(STAMP)
 
@@ -32,6 +32,13 @@ run: venv
 	@export PATH="$(CURDIR)/$(BIN):$$PATH" CLUSTER_OPS_BIN="$(CURDIR)/$(BIN)" EMBEDDED_REDIS=$(EMBEDDED_REDIS) \
 	    VAR_DIR="$${VAR_DIR:-$(CURDIR)/var}" WEB_ADDRESS="$${WEB_ADDRESS:-127.0.0.1:8000}" && \
 	    conf=$$($(MANAGE) process_config) && exec $(BIN)/supervisord -c "$$conf"
+
+# A throwaway Slurm on this host (as root: installs Debian's packages); prints the settings to export.
+slurm-lab:
+	@$(PYTHON) scripts/slurm_lab.py start
+
+slurm-lab-stop:
+	@$(PYTHON) scripts/slurm_lab.py stop
 
 test: venv
 	@bash scripts/run_tests.sh

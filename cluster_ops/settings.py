@@ -408,6 +408,8 @@ SLURM_PARTITION = envstr("SLURM_PARTITION", "")  # empty: Slurm's default partit
 SLURM_TIMEOUT_SECONDS = envint("SLURM_TIMEOUT_SECONDS", 10, minimum=1)
 # Batch scripts a job may name (Job.script_path) must lie under this folder; empty: only commands.
 SLURM_SCRIPT_DIR = envstr("SLURM_SCRIPT_DIR", "")
+SLURM_ROUND_SECONDS = envint("SLURM_ROUND_SECONDS", 20, minimum=1)  # `make run` on Slurm: a round this often
+SLURM_DEMO_JOBS = envint("SLURM_DEMO_JOBS", 0)  # example jobs `make run` submits on an empty lab (the lab says 6)
 
 # --- Telemetry: retention, idle threshold, /metrics access (telemetry/) -------------------------
 TELEMETRY_RAW_DAYS = envint("TELEMETRY_RAW_DAYS", 7, minimum=1)  # raw samples

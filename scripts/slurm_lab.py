@@ -18,7 +18,6 @@ Standard library only: it runs before the virtual environment exists.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil
@@ -100,6 +99,7 @@ class Lab:
             "SLURM_USER": "root",
             "SLURM_JWT_FILE": str(self.path("etc", "console.jwt")),
             "SLURM_SCRIPT_DIR": str(self.script_dir),
+            "SLURM_DEMO_JOBS": "6",  # `make run` submits six example jobs to the empty lab
         }
 
 
@@ -169,7 +169,7 @@ def write_files(lab: Lab) -> None:
         shutil.rmtree(lab.path(stale), ignore_errors=True)
     for folder in ("etc", "log", "run", "state", "dev", "jobs"):
         lab.path(folder).mkdir(parents=True, exist_ok=True)
-    for number, (name, _, count) in enumerate(NODES):
+    for name, _, count in NODES:
         lab.path("spool", name).mkdir(parents=True, exist_ok=True)
         for index in range(count):
             device = lab.path("dev", f"fakegpu-{name}-{index}")
@@ -296,8 +296,9 @@ def start_database(lab: Lab) -> None:
     if fresh:
         data.mkdir()
         shutil.chown(data, "mysql", "mysql")
-        subprocess.run(["mariadb-install-db", "--user=mysql", f"--datadir={data}", "--auth-root-authentication-method=socket",
-                        "--skip-test-db"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["mariadb-install-db", "--user=mysql", f"--datadir={data}",
+                        "--auth-root-authentication-method=socket", "--skip-test-db"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     start_daemon(lab, "mariadbd", ["mariadbd", "--user=mysql", f"--datadir={data}", "--bind-address=127.0.0.1",
                                    f"--port={lab.db_port}", f"--socket={data / 'mysqld.sock'}",
                                    f"--pid-file={data / 'mariadbd.pid'}", "--skip-log-bin"], {}, port=lab.db_port)
@@ -347,7 +348,8 @@ def wait_for_nodes(lab: Lab) -> None:
 
 def start_rest(lab: Lab) -> None:
     if subprocess.run(["id", REST_USER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", REST_USER], check=True)
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", REST_USER],
+                       check=True)
     env = {"SLURM_CONF": str(lab.slurm_conf), "SLURM_JWT": "daemon"}
     start_daemon(lab, "slurmrestd", ["slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/v0.0.38,openapi/dbv0.0.38",
                                      f"127.0.0.1:{lab.rest_port}"], env, port=lab.rest_port, user=REST_USER)

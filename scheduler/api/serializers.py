@@ -18,7 +18,8 @@ from ..models import FINISHED_STATES, QUEUED_STATES, Job, JobForecast, Tenant
 
 JOB_FIELDS = [
     "id", "tenant", "owner", "name", "workload_profile", "total_work", "min_gpus", "max_gpus", "priority",
-    "state", "progress", "gpu_type", "batch_size", "command", "script_path", "cluster_job_id", "client_key", "submitted_at", "started_at",
+    "state", "progress", "gpu_type", "batch_size", "command", "script_path", "cluster_job_id", "client_key",
+    "submitted_at", "started_at",
     "finished_at", "pending_reason", "error", "attained_gpu_seconds", "restarts", "last_throughput",
     "last_grad_noise_scale", "last_reported_at", "fitted_model", "expected_seconds", "predicted_seconds",
 ]

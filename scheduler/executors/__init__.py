@@ -56,7 +56,11 @@ class ClusterUnavailable(Exception):
 class Executor(Protocol):
     name: ClassVar[str]
     decides: ClassVar[bool]  # False: an observer; the round mirrors the cluster and runs no policy
-    notes: list[str]  # what the round should record about the cluster (``SchedulingRound.note``)
+
+    @property
+    def notes(self) -> list[str]:
+        """What the round should record about the cluster (``SchedulingRound.note``), appended to as it goes."""
+        ...
 
     def refresh_inventory(self, now: datetime) -> None:
         """Bring the nodes and GPUs (and their health) up to date from the cluster, before the snapshot."""

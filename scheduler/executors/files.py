@@ -5,6 +5,7 @@
     JOB_DIR/<job id>/logs/gen<g>-rank<r>.log     stdout and stderr of rank r of generation g
     JOB_DIR/<job id>/run/gen<g>-rank<r>.exit     its exit code (``supervise.write_exit``)
     JOB_DIR/<job id>/run/gen<g>-<host>.started   the agent of <host> started its ranks of g
+    JOB_DIR/<job id>/logs/slurm.log              on Slurm: the batch script's output, every run appended
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from django.conf import settings
 
 _LOG_NAME = re.compile(r"gen(\d+)-rank(\d+)\.log")
+SLURM_LOG = "slurm.log"  # JOB_DIR/<job id>/logs/slurm.log: stdout and stderr of the job's Slurm batch script
 
 
 def job_dir(job_id: int) -> Path:
@@ -65,4 +67,6 @@ def log_tails(job_id: int, lines: int = 30, limit: int = 8) -> list[tuple[str, s
         match = _LOG_NAME.fullmatch(path.name)
         if match:
             logs.append((-int(match[1]), int(match[2]), path))
-    return [(path.name, tail(path, lines)) for _, _, path in sorted(logs)[:limit]]
+    slurm = job_dir(job_id) / "logs" / SLURM_LOG  # a Slurm job's one log, every run appended
+    first = [(SLURM_LOG, tail(slurm, lines))] if slurm.exists() else []
+    return first + [(path.name, tail(path, lines)) for _, _, path in sorted(logs)[:limit - len(first)]]

@@ -83,10 +83,10 @@ def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) 
         logger.warning("round under %s: %s", policy.name, result.note)
     round_row = apply_round(live, result, policy.name, now, executor.name, finished, timings)
     executor.launch(unlaunched(live.gpu_place), now)
-    note = round_note(executor.notes, result.note)
-    if note != round_row.note:
-        round_row.note = note
-        round_row.save(update_fields=["note"])
+    timings.mark("launch")
+    round_row.note = round_note(executor.notes, result.note)
+    round_row.launch_ms = timings.ms("write", "launch")
+    round_row.save(update_fields=["note", "launch_ms"])
     return round_row
 
 

@@ -34,7 +34,9 @@ class SchedulingRound(models.Model):
     snapshot_ms = models.FloatField(null=True, blank=True)
     policy_ms = models.FloatField(null=True, blank=True)
     write_ms = models.FloatField(null=True, blank=True)
-    duration_ms = models.FloatField(null=True, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True, help_text="snapshot, policy and write")
+    launch_ms = models.FloatField(null=True, blank=True,
+                                  help_text="carrying the decisions out (on Slurm: submits, requeues, resizes)")
     error = models.TextField(blank=True)
     note = models.CharField(max_length=2000, blank=True, help_text="the policy's word on the round as a whole, "
                             "e.g. a solver without an answer (running jobs then keep their GPUs), and the cluster's")

@@ -13,15 +13,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
-
 from ..models import Job
-from .client import AccountedRun, SlurmClient
+from .client import COMMENT_PREFIX, AccountedRun, SlurmClient
 
 
 @dataclass(frozen=True)
 class JobAccount:
-    slurm_id: int
+    slurm_ids: tuple[int, ...]  # a job moved to another GPU type ran as several Slurm jobs
     console_id: int | None  # None: a Slurm job the console did not run (observer mode mirrors them)
     user: str
     tenant: str
@@ -50,6 +48,12 @@ class Reconciliation:
         return {name: (console, slurm) for name, (console, slurm) in sorted(sums.items())}
 
 
+def console_jobs_of(runs: Iterable[AccountedRun]) -> dict[int, int]:
+    """Slurm job id → the console job it ran (its comment), for the jobs the console submitted."""
+    return {run.job_id: int(run.comment.removeprefix(COMMENT_PREFIX)) for run in runs
+            if run.comment.startswith(COMMENT_PREFIX) and run.comment.removeprefix(COMMENT_PREFIX).isdigit()}
+
+
 def slurm_gpu_seconds(runs: Iterable[AccountedRun], now: datetime) -> dict[int, float]:
     """GPU-seconds per Slurm job: each run's GPUs × the time it held them (a run still going: until ``now``)."""
     seconds: dict[int, float] = defaultdict(float)
@@ -65,19 +69,27 @@ def reconcile(client: SlurmClient, start: datetime, end: datetime, now: datetime
 
 
 def reconcile_runs(runs: Sequence[AccountedRun], start: datetime, end: datetime, now: datetime) -> Reconciliation:
-    by_job = slurm_gpu_seconds(runs, now)
-    first = {run.job_id: run for run in sorted(runs, key=lambda r: r.started_at or now, reverse=True)}
-    console = {int(job.cluster_job_id): job for job in Job.objects.select_related("tenant", "owner").filter(
-        Q(cluster_job_id__in=[str(job_id) for job_id in by_job]))}
+    """Group the runs by console job (their comment, else the console's stored Slurm id) and compare."""
+    by_slurm_id = slurm_gpu_seconds(runs, now)
+    owner = console_jobs_of(runs)
+    stored = dict(Job.objects.filter(cluster_job_id__in=[str(i) for i in by_slurm_id]).values_list("cluster_job_id",
+                                                                                                   "pk"))
+    groups: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for slurm_id in sorted(by_slurm_id):
+        console_id = owner.get(slurm_id) or stored.get(str(slurm_id))
+        groups[("console", console_id) if console_id else ("slurm", slurm_id)].append(slurm_id)
+    jobs = Job.objects.select_related("tenant", "owner").in_bulk([key for kind, key in groups if kind == "console"])
     accounts = []
-    for slurm_id, gpu_seconds in sorted(by_job.items()):
-        run, job = first[slurm_id], console.get(slurm_id)
-        started = min((r.started_at for r in runs if r.job_id == slurm_id and r.started_at), default=None)
-        running = any(r.ended_at is None for r in runs if r.job_id == slurm_id)
+    for (kind, key), slurm_ids in groups.items():
+        job = jobs.get(key) if kind == "console" else None
+        mine = [run for run in runs if run.job_id in slurm_ids]
+        started = min((run.started_at for run in mine if run.started_at), default=None)
         accounts.append(JobAccount(
-            slurm_id=slurm_id, console_id=job.pk if job else None,
-            user=(job.owner.username if job and job.owner else run.user), tenant=job.tenant.name if job else run.account,
-            console_gpu_seconds=job.attained_gpu_seconds if job else None, slurm_gpu_seconds=gpu_seconds,
-            partial=running or (started is not None and started < start),
+            slurm_ids=tuple(slurm_ids), console_id=job.pk if job else None,
+            user=job.owner.username if job and job.owner else mine[0].user,
+            tenant=job.tenant.name if job else mine[0].account,
+            console_gpu_seconds=job.attained_gpu_seconds if job else None,
+            slurm_gpu_seconds=sum(by_slurm_id[i] for i in slurm_ids),
+            partial=any(run.ended_at is None for run in mine) or (started is not None and started < start),
         ))
     return Reconciliation(start, end, tuple(accounts))

@@ -181,8 +181,8 @@ class RestTransport:
         try:
             document = response.json()
         except ValueError:
-            error = SlurmUnavailable if response.status_code >= 500 else SlurmRefused  # a proxy's 502: Slurm is away
-            raise error(f"{what}: HTTP {response.status_code} with a body that is not JSON") from None
+            kind = SlurmUnavailable if response.status_code >= 500 else SlurmRefused  # a proxy's 502: Slurm is away
+            raise kind(f"{what}: HTTP {response.status_code} with a body that is not JSON") from None
         if not isinstance(document, dict):
             raise SlurmRefused(f"{what}: HTTP {response.status_code} with JSON that is not an object")
         errors = [error for error in document.get("errors") or [] if isinstance(error, dict)
@@ -380,7 +380,8 @@ class Commands:
 
 def _accounted_run(raw: Mapping[str, Any]) -> AccountedRun:
     allocated = (raw.get("tres") or {}).get("allocated") or []
-    gpus = sum(int(tres.get("count") or 0) for tres in allocated if tres.get("type") == "gres" and tres.get("name") == "gpu")
+    gpus = sum(int(tres.get("count") or 0) for tres in allocated
+               if tres.get("type") == "gres" and tres.get("name") == "gpu")
     times = raw.get("time") or {}
     comment = raw.get("comment") or {}
     return AccountedRun(

@@ -38,7 +38,7 @@ from django.db import transaction
 from ..bulk import update_many
 from ..core.types import ClusterSnapshot
 from ..executors import Launch, acknowledge, finish_jobs
-from ..executors.files import checkpoint_dir, job_dir
+from ..executors.files import SLURM_LOG, checkpoint_dir, job_dir
 from ..executors.local import charge_gpu_time
 from ..models import ACTIVE_STATES, FINISHED_STATES, Gpu, Job, JobState
 from .client import COMMENT_PREFIX, JobSpec, SlurmClient, SlurmJob, SlurmRefused, SlurmUnavailable, connect
@@ -161,6 +161,8 @@ class SlurmExecutor:
             client.commands.place(job_id, per_node, gpu_type)
             client.commands.release(job_id)
             return True
+        if gpu_type and slurm_job.gpu_type and gpu_type != slurm_job.gpu_type:
+            return self._replace(client, job, slurm_job, per_node, gpu_type, now)
         if slurm_job.state in RUNNING:
             if dict(slurm_job.gpus_per_node) == per_node:
                 return True  # already where it should be
@@ -173,6 +175,26 @@ class SlurmExecutor:
                 return False
         client.commands.place(slurm_job.id, per_node, gpu_type)
         client.commands.release(slurm_job.id)
+        return True
+
+    def _replace(self, client: SlurmClient, job: Job, slurm_job: SlurmJob, per_node: dict[str, int], gpu_type: str,
+                 now: datetime) -> bool:
+        """Move a job to another GPU type: Slurm 22.05 leaves a pending job whose GRES type was changed
+        "never runnable" (BadConstraints), so the job is checkpointed and requeued, its Slurm job cancelled and a
+        new one submitted under the same comment; the checkpoint folder is the console job's, so progress stays."""
+        if slurm_job.state in RUNNING:
+            self._charge_until(job, slurm_job, now)
+            client.commands.requeue_hold(slurm_job.id)
+        if slurm_job.state not in {"PENDING"} and not self._wait_until_left(client, slurm_job.id):
+            return False
+        client.rest.cancel(slurm_job.id)
+        job_id = client.rest.submit(self._spec(job, gres(gpu_type, max(per_node.values()))))
+        Job.objects.filter(pk=job.pk).update(cluster_job_id=str(job_id))
+        job.cluster_job_id = str(job_id)
+        client.commands.place(job_id, per_node, gpu_type)
+        client.commands.release(job_id)
+        self.notes.append(f"job {job.pk} moved from {slurm_job.gpu_type} to {gpu_type}: Slurm job {slurm_job.id} "
+                          f"replaced by {job_id}")
         return True
 
     def _stop(self, client: SlurmClient, job: Job, slurm_job: SlurmJob | None, now: datetime) -> bool:
@@ -215,7 +237,7 @@ class SlurmExecutor:
         (folder / "logs").mkdir(parents=True, exist_ok=True)
         return JobSpec(
             name=job.name[:100], account=job.tenant.name, comment=f"{COMMENT_PREFIX}{job.pk}",
-            script=batch_script(job), working_directory=str(folder), output=str(folder / "logs" / "slurm.log"),
+            script=batch_script(job), working_directory=str(folder), output=str(folder / "logs" / SLURM_LOG),
             environment={
                 "PATH": "/usr/local/bin:/usr/bin:/bin", "CLUSTER_OPS_JOB_ID": str(job.pk),
                 "CHECKPOINT_DIR": str(checkpoint_dir(job.pk)),

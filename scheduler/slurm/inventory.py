@@ -38,7 +38,8 @@ def gpu_uuid(node: str, index: int) -> str:
 
 def sync_inventory(nodes: Sequence[SlurmNode]) -> InventoryChange:
     """Make the rows say what Slurm says: one transaction, idempotent."""
-    lost, back = [], []
+    lost: list[str] = []
+    back: list[str] = []
     with transaction.atomic():
         for slurm_node in nodes:
             if slurm_node.gpus <= 0:

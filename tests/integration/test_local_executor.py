@@ -36,7 +36,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "elastic_train.py"
 STEPS = 400
 # Whole lines only: a line being written while the test reads must not count.
 LOG_LINE = re.compile(r"step=(\d+) loss=([\d.]+) world_size=(\d+)\n")
-START_LINE = re.compile(r"rank=(\d+) world_size=(\d+) start_step=(\d+) resumed=(True|False) local_batch=\d+ devices=\S+\n")
+START_LINE = re.compile(
+    r"rank=(\d+) world_size=(\d+) start_step=(\d+) resumed=(True|False) local_batch=\d+ devices=\S+\n")
 
 
 def database_url() -> str:

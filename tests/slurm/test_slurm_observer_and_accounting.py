@@ -77,7 +77,7 @@ def test_gpu_hours_agree_with_sacct_after_a_start_a_resize_and_a_finish(slurm: R
 
     job.refresh_from_db()
     result = reconcile(connect(), started, timezone.now() + timedelta(minutes=1), timezone.now())
-    account = next(a for a in result.jobs if a.slurm_id == int(job.cluster_job_id))
+    account = next(a for a in result.jobs if int(job.cluster_job_id) in a.slurm_ids)
     assert account.console_id == job.pk
     # Two runs (1 GPU, then 2): the console charged what Slurm ran, up to the seconds a requeue takes to land.
     assert account.slurm_gpu_seconds > 0

@@ -1,8 +1,10 @@
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from scheduler.demo import seed_demo
+from scheduler.slurm.client import SlurmError
+from scheduler.slurm.setup import seed_slurm
 
 
 class Command(BaseCommand):
@@ -12,6 +14,14 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0, help="generator seed where no trace is found")
 
     def handle(self, *args: object, **options: object) -> None:
+        if settings.CLUSTER_BACKEND == "slurm":  # a real cluster: set up from Slurm, no simulated demo
+            try:
+                added = seed_slurm(timezone.now())
+            except SlurmError as error:
+                raise CommandError(f"CLUSTER_BACKEND=slurm: {error}") from None
+            self.stdout.write(f"Slurm cluster: {added['nodes']} node(s), {added['tenants']} tenant(s) added, "
+                              f"{added['jobs']} example job(s) submitted")
+            return
         added = seed_demo(settings.TRACES_DIR, timezone.now(), seed=int(options["seed"]))  # type: ignore[call-overload]
         self.stdout.write(
             f"demo cluster: {added['nodes']} node(s), {added['tenants']} tenant(s), {added['jobs']} job(s) added"

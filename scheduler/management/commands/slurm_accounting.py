@@ -38,9 +38,10 @@ class Command(BaseCommand):
             console = "—" if job.console_gpu_seconds is None else f"{job.console_gpu_seconds / 3600:.4f}"
             diff = "not the console's" if job.difference is None else f"{job.difference / 3600:+.4f}"
             mark = " (partial)" if job.partial else ""
-            self.stdout.write(f"  Slurm job {job.slurm_id} (console {job.console_id or '—'}, {job.tenant}/{job.user}): "
+            ids = ",".join(map(str, job.slurm_ids))
+            self.stdout.write(f"  Slurm job {ids} (console {job.console_id or '—'}, {job.tenant}/{job.user}): "
                               f"{console} / {job.slurm_gpu_seconds / 3600:.4f} / {diff}{mark}")
         for key in ("user", "tenant"):
-            for name, (console, slurm) in result.totals(key).items():
-                self.stdout.write(f"{key} {name}: {console / 3600:.4f} / {slurm / 3600:.4f} / "
-                                  f"{(console - slurm) / 3600:+.4f}")
+            for name, (console_seconds, slurm_seconds) in result.totals(key).items():
+                self.stdout.write(f"{key} {name}: {console_seconds / 3600:.4f} / {slurm_seconds / 3600:.4f} / "
+                                  f"{(console_seconds - slurm_seconds) / 3600:+.4f}")

@@ -1,0 +1,60 @@
+"""``make run`` on a Slurm cluster (``CLUSTER_BACKEND=slurm``): the console set up from what Slurm has.
+
+Instead of the simulated demo: the inventory and the tenants (one per Slurm account) are read from Slurm, the
+scheduler's executor is ``slurm`` (or ``slurm-observer`` with ``SLURM_MODE=observe``) and rounds come every
+``SLURM_ROUND_SECONDS``. On the lab of ``make slurm-lab`` (``SLURM_DEMO_JOBS`` > 0, which the lab prints) a few
+elastic example jobs are submitted through the console, so that an operator sees them start, resize and
+finish on Slurm within minutes; a real cluster gets none.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from .. import services
+from ..models import ExecutorKind, Job, Tenant
+from ..schedule import update_settings
+from .client import connect
+from .inventory import sync_inventory
+
+POLICY = "sia-profiled"  # two GPU types, elastic jobs: what Sia is for
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "elastic_train.py"
+GLOBAL_BATCH = 64  # the example's default: its progress reports count samples, steps × this
+
+
+def seed_slurm(now: datetime) -> dict[str, int]:
+    """Inventory, tenants and settings from Slurm; the lab's example jobs when asked for. Idempotent."""
+    client = connect()
+    nodes = client.rest.nodes()
+    sync_inventory(nodes)
+    tenants = 0
+    for account in sorted(client.rest.accounts() - {"root"}):  # "root": the top of Slurm's account tree
+        tenants += Tenant.objects.get_or_create(name=account)[1]
+    observing = settings.SLURM_MODE == "observe"
+    update_settings(executor=ExecutorKind.SLURM_OBSERVER if observing else ExecutorKind.SLURM,
+                    policy=POLICY, round_seconds=settings.SLURM_ROUND_SECONDS)
+    jobs = 0 if observing else submit_examples(settings.SLURM_DEMO_JOBS, now)
+    return {"nodes": sum(1 for node in nodes if node.gpus), "tenants": tenants, "jobs": jobs}
+
+
+def submit_examples(count: int, now: datetime, seed: int = 0) -> int:
+    """``count`` elastic example jobs (1–4 GPUs, 40 s to 2 min of steps), once: none when jobs exist."""
+    if count <= 0 or Job.objects.exists():
+        return 0
+    tenants = list(Tenant.objects.order_by("name").values_list("name", flat=True))
+    chance = random.Random(seed)
+    with transaction.atomic():
+        for number in range(count):
+            steps = chance.randrange(400, 1200, 100)
+            services.submit_job(
+                tenant=tenants[number % len(tenants)], name=f"example-{number + 1}", workload_profile="cifar10",
+                total_work=steps * GLOBAL_BATCH, min_gpus=1, max_gpus=4, submitted_at=now,
+                command=f"{sys.executable} {EXAMPLE} --steps {steps} --step-seconds 0.1 --report-every 20",
+            )
+    return count
