@@ -133,6 +133,8 @@ class RoundMemory(models.Model):
     ``max_rescales_per_hour`` guard), so that switching policy does not reset it. One row."""
 
     rescales = models.JSONField(default=dict)
+    restarts = models.JSONField(default=list, blank=True,
+                                help_text="restart delays measured on a real cluster (s), newest last")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -132,6 +132,8 @@ class AccountedRun:
     ended_at: datetime | None
     state: str
     comment: str = ""
+    name: str = ""
+    submitted_at: datetime = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def connect() -> SlurmClient:
@@ -389,6 +391,8 @@ def _accounted_run(raw: Mapping[str, Any]) -> AccountedRun:
         gpus=gpus, started_at=_time(times.get("start")), ended_at=_time(times.get("end")),
         state=str((raw.get("state") or {}).get("current") or ""),
         comment=str(comment.get("job") or "") if isinstance(comment, dict) else str(comment),
+        name=str(raw.get("name") or "")[:200],
+        submitted_at=_time(times.get("submission")) or datetime(1970, 1, 1, tzinfo=UTC),
     )
 
 

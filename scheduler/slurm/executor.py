@@ -40,7 +40,9 @@ from ..core.types import ClusterSnapshot
 from ..executors import Launch, acknowledge, finish_jobs
 from ..executors.files import SLURM_LOG, checkpoint_dir, job_dir
 from ..executors.local import charge_gpu_time
+from ..live.config import scheduler_settings
 from ..models import ACTIVE_STATES, FINISHED_STATES, Gpu, Job, JobState
+from . import restarts
 from .client import COMMENT_PREFIX, JobSpec, SlurmClient, SlurmJob, SlurmRefused, SlurmUnavailable, connect
 from .inventory import sync_inventory
 
@@ -80,6 +82,7 @@ class SlurmExecutor:
 
     def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
         finished: dict[int, tuple[datetime, str, str]] = {}
+        measured: list[float] = []
         with transaction.atomic():
             jobs = list(Job.objects.select_for_update().filter(state__in=ACTIVE_STATES))
             for job in jobs:
@@ -91,6 +94,8 @@ class SlurmExecutor:
                 charge_slurm_time(job, slurm_job, now)
                 if slurm_job.state in RUNNING and job.state == JobState.RESCALING:
                     job.state = JobState.RUNNING
+                    delay = restarts.measure(job.pk, slurm_job.started_at or now)
+                    measured += [delay] if delay is not None else []
                 elif slurm_job.state in ENDED:
                     finished[job.pk] = (slurm_job.ended_at or now, *_ending(slurm_job))
             update_many(Job, ["attained_gpu_seconds", "accounted_at", "state"],
@@ -100,6 +105,9 @@ class SlurmExecutor:
                     at, state, reason = finished[job.pk]
                     finish_jobs([job], {job.pk: at}, state, reason)
         self._report_strangers()
+        priced = restarts.record(measured, scheduler_settings())
+        if priced is not None:
+            self.notes.append(f"restart delay measured on this cluster: {priced:g} s (median of the last restarts)")
         progress = {str(job.pk): job for job in jobs}
         kept = tuple(
             job.progressed(progress[job.id].progress, progress[job.id].attained_gpu_seconds) if job.id in progress

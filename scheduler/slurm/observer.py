@@ -10,7 +10,7 @@ and forecasts read a Slurm cluster as they read any other. GPU time is charged a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
@@ -20,7 +20,7 @@ from django.db.models import Q
 
 from ..core.types import ClusterSnapshot
 from ..models import Allocation, Gpu, Job, JobState, Tenant
-from .client import SlurmClient, SlurmJob, connect
+from .client import AccountedRun, SlurmClient, SlurmJob, connect
 from .executor import CANCELLED, ENDED, RUNNING, SUCCEEDED, charge_slurm_time
 from .inventory import sync_inventory
 
@@ -68,11 +68,12 @@ def mirror_jobs(slurm_jobs: list[SlurmJob], now: datetime) -> int:
         job.started_at = slurm_job.started_at or job.started_at
         job.finished_at = slurm_job.ended_at if slurm_job.state in ENDED else None
         charge_slurm_time(job, slurm_job, now)
+        job.progress, job.total_work = _work(slurm_job, now)
         if job.pk is None:
             job.save()
         else:
             job.save(update_fields=["state", "pending_reason", "started_at", "finished_at", "attained_gpu_seconds",
-                                    "accounted_at"])
+                                    "accounted_at", "progress", "total_work"])
         if slurm_job.state in RUNNING and not was_running:
             _open_allocations(job, slurm_job, gpus_by_node, now)
         elif slurm_job.state not in RUNNING and was_running:
@@ -87,6 +88,34 @@ def _new_job(slurm_job: SlurmJob, tenant: Tenant) -> Job:
         gpu_type=slurm_job.gpu_type, submitted_at=slurm_job.submitted_at, cluster_job_id=str(slurm_job.id),
         expected_seconds=slurm_job.time_limit_seconds,
     )
+
+
+def _work(slurm_job: SlurmJob, now: datetime) -> tuple[float, float]:
+    """(progress, total work) in the unit of a job without a profile, seconds at its GPUs: what it has run, and
+    what it will run — all of it once ended (so the what-ifs replay its real length), else its time limit."""
+    ran = max(((slurm_job.ended_at or now) - slurm_job.started_at).total_seconds(), 0.0) if slurm_job.started_at \
+        else 0.0
+    if slurm_job.state in ENDED:
+        return ran, ran
+    return ran, max(ran, slurm_job.time_limit_seconds or 0.0)
+
+
+def history_jobs(runs: Sequence[AccountedRun]) -> list[SlurmJob]:
+    """``sacct``'s runs as the jobs they were (a requeued job: first start, last end), for ``mirror_jobs``."""
+    by_job: dict[int, list[AccountedRun]] = {}
+    for run in runs:
+        by_job.setdefault(run.job_id, []).append(run)
+    jobs = []
+    for job_id, mine in sorted(by_job.items()):
+        last = max(mine, key=lambda run: run.ended_at or run.started_at or run.submitted_at)
+        starts = [run.started_at for run in mine if run.started_at]
+        jobs.append(SlurmJob(
+            id=job_id, name=last.name, comment=last.comment, account=last.account, user=last.user,
+            state=last.state.split()[0] if last.state else "UNKNOWN", reason="", nodes=(), gpus_per_node={},
+            gpu_type="", submitted_at=min(run.submitted_at for run in mine), started_at=min(starts) if starts else None,
+            ended_at=last.ended_at, restarts=len(mine) - 1, requested_gpus=max(run.gpus for run in mine),
+        ))
+    return jobs
 
 
 def _state(slurm_job: SlurmJob) -> str:

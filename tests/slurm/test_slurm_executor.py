@@ -13,7 +13,17 @@ from scheduler import services
 from scheduler.executors.files import job_dir
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
-from scheduler.models import Allocation, Gpu, GpuHealth, Job, JobState, RescaleEvent, RescaleKind, RoundStatus
+from scheduler.models import (
+    Allocation,
+    Gpu,
+    GpuHealth,
+    Job,
+    JobState,
+    RescaleEvent,
+    RescaleKind,
+    RoundMemory,
+    RoundStatus,
+)
 from tests.api.conftest import token_client
 
 from .conftest import RunningLab, training_command, wait_for
@@ -113,6 +123,8 @@ def test_a_resize_from_2_to_4_gpus_is_checkpoint_requeue_resize_release_and_keep
     run_round()
     job.refresh_from_db()
     assert job.state == JobState.RUNNING  # rescaling → running once Slurm runs it again
+    measured = RoundMemory.objects.get(pk=1).restarts
+    assert len(measured) == 1 and 0 < measured[0] < 120  # this cluster's restart delay, from requeue to training
 
 
 def test_preemption_requeues_and_holds_and_the_job_resumes_later(slurm: RunningLab) -> None:

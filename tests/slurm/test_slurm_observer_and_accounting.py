@@ -173,3 +173,22 @@ def test_no_answer_is_unavailable_within_the_timeout() -> None:
     transport = RestTransport("http://127.0.0.1:9", "root", "token", timeout=2)  # port 9: nobody listens
     with pytest.raises(SlurmUnavailable, match="no answer"):
         transport.call("GET", "/openapi")
+
+
+def test_sacct_history_becomes_the_what_ifs_history(slurm: RunningLab) -> None:
+    """The last days of sacct mirrored: each job's real length is what the what-if replays."""
+    from django.core.management import call_command
+
+    from scheduler.whatif.history import history_workload
+
+    run_round()
+    ran = slurm.run("sbatch", "--parsable", "-A", "nlp", "--gres=gpu:v100:2", "--wrap", "sleep 3").strip()
+    wait_for(lambda: not slurm.squeue(ran), "the job to end")
+
+    call_command("slurm_import_history", "--days", "1")
+
+    job = Job.objects.get(cluster_job_id=ran)
+    assert (job.state, job.tenant.name, job.min_gpus) == (JobState.SUCCEEDED, "nlp", 2)
+    assert 2 <= job.total_work <= 10 and job.total_work == job.progress  # seconds it ran
+    replayed = {w.id: w for w in history_workload(timezone.now() - timedelta(days=1), timezone.now())}
+    assert replayed[str(job.pk)].total_work == job.total_work and replayed[str(job.pk)].profile is None

@@ -1,0 +1,45 @@
+"""The Slurm back-end's pure parts, without a lab: Slurm's notations and the measured restart delay."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from scheduler.live.config import scheduler_settings
+from scheduler.models import Job, RescaleEvent, RescaleKind, RoundMemory, SettingsChange
+from scheduler.slurm import restarts
+from scheduler.slurm.client import expand_hostlist, parse_gres
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("gpu:a100:4(S:0)", ("a100", 4)), ("gres:gpu:v100:2", ("v100", 2)), ("gpu:3", ("", 3)),
+    ("gres/gpu:a100:1,gres/shard:2", ("a100", 1)), ("", ("", 0)), ("(null)", ("", 0)),
+])
+def test_gres_notations(text: str, expected: tuple[str, int]) -> None:
+    assert parse_gres(text) == expected
+
+
+def test_hostlists() -> None:
+    assert expand_hostlist("gpu[01-03,07],cpu7") == ("gpu01", "gpu02", "gpu03", "gpu07", "cpu7")
+    assert expand_hostlist("") == ()
+
+
+def test_the_measured_restart_delay_becomes_the_priced_one_once_three_are_known(job: Job) -> None:
+    row = scheduler_settings()
+    decided = timezone.now() - timedelta(seconds=40)
+    RescaleEvent.objects.create(job=job, at=decided, kind=RescaleKind.RESCALE, from_gpus=2, to_gpus=4, reason="r")
+    delay = restarts.measure(job.pk, decided + timedelta(seconds=12))
+    assert delay == pytest.approx(12.0)
+    assert restarts.measure(job.pk, decided - timedelta(seconds=1)) is None  # started before the decision
+
+    assert restarts.record([12.0, 14.0], row) is None  # two are not enough
+    priced = restarts.record([13.0], row)
+
+    assert priced == 13.0
+    row.refresh_from_db()
+    assert row.restart_seconds == 13.0
+    assert SettingsChange.objects.filter(field="restart_seconds", new_value="13.0").exists()
+    assert RoundMemory.objects.get(pk=1).restarts == [12.0, 14.0, 13.0]
+    assert restarts.record([13.5], row) is None  # within 10 %: the setting stays
