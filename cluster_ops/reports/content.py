@@ -42,8 +42,10 @@ from django.utils import timezone
 
 from cluster_ops.dashboards.fairness_data import Shares, finish_time_fairness, shares_over_time
 from cluster_ops.dashboards.jobs_data import completion_times
-from scheduler.models import Allocation, Gpu, Job, JobState, Tenant
+from scheduler.live.config import scheduler_settings
+from scheduler.models import Allocation, ExecutorKind, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, jain_index, percentile
+from scheduler.slurm.accounting import sacct_comparison
 from telemetry import queries
 from telemetry.models import GpuHour, ScopeMinute
 from telemetry.power import PowerModel
@@ -236,7 +238,9 @@ def build_content(period: Period, tenant: Tenant | None, now: datetime) -> Repor
                  if job.idle_allocated_gpu_hours > 0]
     cluster = tenant is None
     gate = recommendation_gate(coverage)
-    notes = [note for note in (coverage.note(now),) if note]
+    accounts = accounting(covered, tenant, now)
+    notes = [note for note in (coverage.note(now),) if note] + cluster_accounting_notes(covered, tenant, accounts,
+                                                                                              now)
     content = ReportContent(
         period=period, tenant=tenant.name if tenant else None, generated_at=now, total_gpus=total_gpus,
         quota=tenant.gpu_quota if tenant else None, coverage=coverage, kpis=kpis(figures, previous, cluster),
@@ -245,7 +249,7 @@ def build_content(period: Period, tenant: Tenant | None, now: datetime) -> Repor
         idle_jobs=idle_jobs[:TOP], failed_jobs=failed_jobs(period, tenant), waits_h=figures["waits_h"],
         failures=queries.gpu_failures(period.start, period.end) if cluster else None,
         downtime=queries.node_downtime(period.start, period.end) if cluster else [],
-        accounts=accounting(covered, tenant, now),
+        accounts=accounts,
         recommendations=[] if gate else recommend.recommendations(rows, idle_jobs, now if cluster else None,
                                                                     hours=coverage.hours),
         power=power, empty=is_empty(period, tenant, figures), notes=notes, withheld=gate,
@@ -270,6 +274,16 @@ def accounting(covered: Period, tenant: Tenant | None, now: datetime) -> list[Ac
             jobs.setdefault(key, set()).add(job_id)
     return [Account(name, owner, len(jobs[(name, owner)]), seconds[(name, owner)])
             for name, owner in sorted(seconds, key=lambda key: (key[0], key[1] != "", -seconds[key], key[1]))]
+
+
+def cluster_accounting_notes(covered: Period, tenant: Tenant | None, accounts: list[Account],
+                             now: datetime) -> list[str]:
+    """On a Slurm cluster: the report's GPU-hours per tenant beside sacct's for the same period (a tenant's
+    report: its own line only)."""
+    if scheduler_settings().executor not in {ExecutorKind.SLURM, ExecutorKind.SLURM_OBSERVER}:
+        return []
+    totals = {account.tenant: account.gpu_seconds for account in accounts if not account.owner}
+    return sacct_comparison(totals, covered.start, min(covered.end, now), only=tenant.name if tenant else None)
 
 
 def usage_of(covered: Period, tenant: Tenant | None) -> list[queries.UtilisationPoint]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..models import Job
-from .client import COMMENT_PREFIX, AccountedRun, SlurmClient
+from .client import AccountedRun, SlurmClient, SlurmError, comment_job_id, connect, job_comment
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,12 @@ class Reconciliation:
 
 
 def console_jobs_of(runs: Iterable[AccountedRun]) -> dict[int, int]:
-    """Slurm job id → the console job it ran (its comment), for the jobs the console submitted."""
-    return {run.job_id: int(run.comment.removeprefix(COMMENT_PREFIX)) for run in runs
-            if run.comment.startswith(COMMENT_PREFIX) and run.comment.removeprefix(COMMENT_PREFIX).isdigit()}
+    """Slurm job id → the console job it ran, for the runs whose comment is exactly that job's (``job_comment``)."""
+    runs = list(runs)
+    claimed = {job_id for job_id in (comment_job_id(run.comment) for run in runs) if job_id is not None}
+    comments = {job_comment(pk, token): pk for pk, token in Job.objects.filter(pk__in=claimed).values_list(
+        "pk", "report_token")}
+    return {run.job_id: comments[run.comment] for run in runs if run.comment in comments}
 
 
 def slurm_gpu_seconds(runs: Iterable[AccountedRun], now: datetime) -> dict[int, float]:
@@ -93,3 +96,41 @@ def reconcile_runs(runs: Sequence[AccountedRun], start: datetime, end: datetime,
             partial=any(run.ended_at is None for run in mine) or (started is not None and started < start),
         ))
     return Reconciliation(start, end, tuple(accounts))
+
+
+def gpu_seconds_by_tenant(runs: Iterable[AccountedRun], start: datetime, end: datetime) -> dict[str, float]:
+    """sacct's GPU-seconds in [start, end) per tenant: each run clipped to the period (one still going: to ``end``),
+    a console job's runs under its tenant, any other under its Slurm account."""
+    runs = list(runs)
+    owner = console_jobs_of(runs)
+    tenant_of = dict(Job.objects.filter(pk__in=set(owner.values())).values_list("pk", "tenant__name"))
+    seconds: dict[str, float] = defaultdict(float)
+    for run in runs:
+        if run.started_at is None or run.gpus <= 0:
+            continue
+        overlap = (min(end, run.ended_at or end) - max(start, run.started_at)).total_seconds()
+        if overlap > 0:
+            seconds[tenant_of.get(owner.get(run.job_id, -1)) or run.account] += run.gpus * overlap
+    return dict(seconds)
+
+
+def sacct_comparison(console_by_tenant: dict[str, float], start: datetime, end: datetime,
+                     only: str | None = None) -> list[str]:
+    """A report's words on its GPU-hours beside Slurm's accounting for the same period, tenant by tenant
+    (``only``: that tenant's line alone)."""
+    try:
+        slurm = gpu_seconds_by_tenant(connect().commands.accounting(start, end), start, end)
+    except SlurmError as error:
+        return [f"Slurm's accounting (sacct) could not be read for this period: {error}"]
+    lines = []
+    for tenant in sorted(set(console_by_tenant) | set(slurm)):
+        if only is not None and tenant != only:
+            continue
+        here, there = console_by_tenant.get(tenant, 0.0) / 3600, slurm.get(tenant, 0.0) / 3600
+        if max(here, there) < 0.005:
+            continue
+        gap = f"{(here - there) / there:+.1%}" if there else "not in sacct"
+        lines.append(f"{tenant} {here:.2f} here, {there:.2f} in sacct ({gap})")
+    if not lines:
+        return ["Slurm's accounting (sacct) shows no GPU time in this period either."]
+    return ["GPU-hours beside Slurm's accounting (sacct, gres/gpu) for the same period: " + "; ".join(lines) + "."]

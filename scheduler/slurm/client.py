@@ -14,6 +14,7 @@ such a job again by its comment instead).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -31,7 +32,8 @@ from urllib3.util.retry import Retry
 
 from ..executors import ClusterUnavailable
 
-COMMENT_PREFIX = "cluster-ops:"  # Slurm jobs the console submitted carry "cluster-ops:<job id>" as comment
+# Slurm jobs the console submitted carry "cluster-ops:<job id>:<tag>" as comment (``job_comment``).
+COMMENT_PREFIX = "cluster-ops:"
 HELD_NOTICE = 2042  # slurmrestd's "Job is in held state": a notice on a held submit, not an error
 MAX_BODY = 16 * 1024 * 1024  # a slurmrestd answer larger than this is refused, not parsed
 
@@ -94,11 +96,8 @@ class SlurmJob:
 
     @property
     def console_job_id(self) -> int | None:
-        """The console's job this Slurm job runs, from its comment; None for a job the console did not submit."""
-        if not self.comment.startswith(COMMENT_PREFIX):
-            return None
-        number = self.comment.removeprefix(COMMENT_PREFIX)
-        return int(number) if number.isdigit() else None
+        """The console's job this Slurm job says it runs (its comment); None for a job the console did not submit."""
+        return comment_job_id(self.comment)
 
     @property
     def held(self) -> bool:
@@ -134,6 +133,17 @@ class AccountedRun:
     comment: str = ""
     name: str = ""
     submitted_at: datetime = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def job_comment(job_id: int, report_token: str) -> str:
+    """The comment that ties a Slurm job to one console job: its id and a tag from a hash of the job's secret, so
+    that a console job id seen again (another console database, a reset one) never claims another's Slurm jobs."""
+    return f"{COMMENT_PREFIX}{job_id}:{hashlib.sha256(report_token.encode()).hexdigest()[:12]}"
+
+
+def comment_job_id(comment: str) -> int | None:
+    number = comment.removeprefix(COMMENT_PREFIX).partition(":")[0] if comment.startswith(COMMENT_PREFIX) else ""
+    return int(number) if number.isdigit() else None
 
 
 def connect() -> SlurmClient:

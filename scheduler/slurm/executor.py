@@ -34,6 +34,7 @@ from typing import ClassVar
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Max
 
 from ..bulk import update_many
 from ..core.types import ClusterSnapshot
@@ -41,9 +42,9 @@ from ..executors import Launch, acknowledge, finish_jobs
 from ..executors.files import SLURM_LOG, checkpoint_dir, job_dir
 from ..executors.local import charge_gpu_time
 from ..live.config import scheduler_settings
-from ..models import ACTIVE_STATES, FINISHED_STATES, Gpu, Job, JobState
+from ..models import ACTIVE_STATES, FINISHED_STATES, Allocation, Gpu, Job, JobState
 from . import restarts
-from .client import COMMENT_PREFIX, JobSpec, SlurmClient, SlurmJob, SlurmRefused, SlurmUnavailable, connect
+from .client import JobSpec, SlurmClient, SlurmJob, SlurmRefused, SlurmUnavailable, connect, job_comment
 from .inventory import sync_inventory
 
 logger = logging.getLogger(__name__)
@@ -100,9 +101,13 @@ class SlurmExecutor:
                     finished[job.pk] = (slurm_job.ended_at or now, *_ending(slurm_job))
             update_many(Job, ["attained_gpu_seconds", "accounted_at", "state"],
                         [job for job in jobs if job.pk not in finished])
+            # Slurm's end is in whole seconds: never before the console's own allocation of the job began.
+            held_since = dict(Allocation.objects.filter(job_id__in=finished, ended_at__isnull=True).values(
+                "job_id").annotate(since=Max("started_at")).values_list("job_id", "since"))
             for job in jobs:  # each with its own state and reason
                 if job.pk in finished:
                     at, state, reason = finished[job.pk]
+                    at = max(at, held_since.get(job.pk) or at)
                     finish_jobs([job], {job.pk: at}, state, reason)
         self._report_strangers()
         priced = restarts.record(measured, scheduler_settings())
@@ -117,9 +122,11 @@ class SlurmExecutor:
 
     def _report_strangers(self) -> None:
         """Slurm jobs marked as the console's that no console job claims: reported, left alone."""
-        ours = {int(key) for key in Job.objects.exclude(cluster_job_id="").values_list("cluster_job_id", flat=True)}
-        for slurm_job in self.slurm_jobs.values():
-            if slurm_job.console_job_id is not None and slurm_job.id not in ours and slurm_job.state not in ENDED:
+        marked = [job for job in self.slurm_jobs.values() if job.console_job_id is not None and job.state not in ENDED]
+        ours = set(Job.objects.filter(cluster_job_id__in=[str(job.id) for job in marked]).values_list(
+            "cluster_job_id", flat=True))
+        for slurm_job in marked:
+            if str(slurm_job.id) not in ours:
                 self.notes.append(f"Slurm job {slurm_job.id} says it runs console job {slurm_job.console_job_id}, "
                                   "which does not know it: left alone")
 
@@ -222,7 +229,7 @@ class SlurmExecutor:
         """The job's Slurm job: by its stored id, else by comment (a submit whose answer was lost)."""
         if job.cluster_job_id:
             return self.slurm_jobs.get(int(job.cluster_job_id))
-        comment = f"{COMMENT_PREFIX}{job.pk}"
+        comment = job_comment(job.pk, job.report_token)
         found = [sj for sj in self.slurm_jobs.values() if sj.comment == comment and sj.state not in ENDED]
         if found:
             job.cluster_job_id = str(found[0].id)
@@ -244,7 +251,7 @@ class SlurmExecutor:
         folder = job_dir(job.pk)
         (folder / "logs").mkdir(parents=True, exist_ok=True)
         return JobSpec(
-            name=job.name[:100], account=job.tenant.name, comment=f"{COMMENT_PREFIX}{job.pk}",
+            name=job.name[:100], account=job.tenant.name, comment=job_comment(job.pk, job.report_token),
             script=batch_script(job), working_directory=str(folder), output=str(folder / "logs" / SLURM_LOG),
             environment={
                 "PATH": "/usr/local/bin:/usr/bin:/bin", "CLUSTER_OPS_JOB_ID": str(job.pk),

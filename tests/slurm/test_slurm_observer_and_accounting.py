@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -13,6 +14,8 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
+from cluster_ops.reports.content import build_content
+from cluster_ops.reports.periods import Period
 from scheduler import services
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
@@ -84,6 +87,11 @@ def test_gpu_hours_agree_with_sacct_after_a_start_a_resize_and_a_finish(slurm: R
     assert abs(account.difference) <= max(5.0, 0.05 * account.slurm_gpu_seconds), account
     totals = result.totals("tenant")["research"]
     assert abs(totals[0] - totals[1]) <= max(5.0, 0.05 * totals[1])
+
+    # A report of the period says how its GPU-hours (allocations: requeue windows included) stand beside sacct's.
+    report = build_content(Period("custom", started, timezone.now() + timedelta(minutes=1)), None, timezone.now())
+    beside = [note for note in report.notes if "beside Slurm's accounting" in note]
+    assert beside and re.search(r"research \d+\.\d\d here, \d+\.\d\d in sacct \([+-]\d+\.\d%\)", beside[0])
 
 
 def _log(job: Job) -> str:
@@ -183,7 +191,7 @@ def test_sacct_history_becomes_the_what_ifs_history(slurm: RunningLab) -> None:
 
     run_round()
     ran = slurm.run("sbatch", "--parsable", "-A", "nlp", "--gres=gpu:v100:2", "--wrap", "sleep 3").strip()
-    wait_for(lambda: not slurm.squeue(ran), "the job to end")
+    wait_for(lambda: slurm.squeue(ran).get("state", "COMPLETED") == "COMPLETED", "the job to end")
 
     call_command("slurm_import_history", "--days", "1")
 
