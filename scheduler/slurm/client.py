@@ -242,8 +242,12 @@ def parse_gres(text: str) -> tuple[str, int]:
     return "", 0
 
 
+MAX_HOSTS = 100_000  # a host list that expands to more is refused, not expanded
+
+
 def expand_hostlist(text: str) -> tuple[str, ...]:
-    """Slurm's ``"gpu[01-03],cpu7"`` → ``("gpu01", "gpu02", "gpu03", "cpu7")``."""
+    """Slurm's ``"gpu[01-03],cpu7"`` → ``("gpu01", "gpu02", "gpu03", "cpu7")``; ``SlurmRefused`` beyond
+    ``MAX_HOSTS`` names."""
     names: list[str] = []
     for match in re.finditer(r"([^,\[]+)(?:\[([^\]]+)\])?", text or ""):
         prefix, ranges = match.group(1), match.group(2)
@@ -252,6 +256,8 @@ def expand_hostlist(text: str) -> tuple[str, ...]:
             continue
         for item in ranges.split(","):
             low, _, high = item.partition("-")
+            if not low.isdigit() or not (high or low).isdigit() or int(high or low) - int(low) > MAX_HOSTS - len(names):
+                raise SlurmRefused("Slurm sent a host list that is not one, or names too many hosts")
             width = len(low)
             names.extend(f"{prefix}{number:0{width}d}" for number in range(int(low), int(high or low) + 1))
     return tuple(name for name in names if name)

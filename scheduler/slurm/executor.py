@@ -78,6 +78,8 @@ class SlurmExecutor:
             self.notes.append("GPUs lost with their nodes: " + "; ".join(change.lost))
         if change.back:
             self.notes.append("nodes back in service: " + ", ".join(change.back))
+        if change.skipped:
+            self.notes.append("nodes left out (too many GPUs or too long a name): " + ", ".join(change.skipped))
 
     # --- observe -----------------------------------------------------------------------------------------------
 

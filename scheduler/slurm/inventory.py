@@ -24,12 +24,15 @@ from .client import SlurmNode
 DATASHEET = {"a100": (81920, 400), "h100": (81920, 700), "h200": (143771, 700), "v100": (32768, 300),
              "p100": (16384, 300), "t4": (15360, 70), "k80": (12288, 150), "l40s": (46068, 350)}
 FALLBACK = (16384, 300)
+MAX_GPUS_PER_NODE = 256  # more on one node is not a machine: the node is left out, and the round says so
+MAX_NODE_NAME = 255  # Node.hostname's length
 
 
 @dataclass(frozen=True)
 class InventoryChange:
     lost: tuple[str, ...]  # nodes whose GPUs became lost this round, with Slurm's reason
     back: tuple[str, ...]  # nodes whose GPUs came back
+    skipped: tuple[str, ...] = ()  # nodes Slurm reports with more GPUs or a longer name than the console keeps
 
 
 def gpu_uuid(node: str, index: int) -> str:
@@ -40,10 +43,14 @@ def sync_inventory(nodes: Sequence[SlurmNode]) -> InventoryChange:
     """Make the rows say what Slurm says: one transaction, idempotent."""
     lost: list[str] = []
     back: list[str] = []
+    skipped: list[str] = []
     with transaction.atomic():
         for slurm_node in nodes:
             if slurm_node.gpus <= 0:
                 continue  # a node without GPUs schedules nothing of ours
+            if slurm_node.gpus > MAX_GPUS_PER_NODE or len(slurm_node.name) > MAX_NODE_NAME:
+                skipped.append(slurm_node.name[:MAX_NODE_NAME])
+                continue
             node = _upsert(slurm_node)
             health = GpuHealth.OK if slurm_node.usable else GpuHealth.LOST
             gpus = list(node.gpus.all())
@@ -52,7 +59,7 @@ def sync_inventory(nodes: Sequence[SlurmNode]) -> InventoryChange:
             if changing and services.set_gpu_health(changing, health):
                 (back if health == GpuHealth.OK else lost).append(
                     f"{slurm_node.name} ({slurm_node.state}{', ' + slurm_node.reason if slurm_node.reason else ''})")
-    return InventoryChange(tuple(lost), tuple(back))
+    return InventoryChange(tuple(lost), tuple(back), tuple(skipped))
 
 
 def _upsert(slurm_node: SlurmNode) -> Node:

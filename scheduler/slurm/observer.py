@@ -18,6 +18,7 @@ from typing import ClassVar
 from django.db import transaction
 from django.db.models import Q
 
+from ..bounds import MAX_GPUS
 from ..core.types import ClusterSnapshot
 from ..models import Allocation, Gpu, Job, JobState, Tenant
 from .client import AccountedRun, SlurmClient, SlurmJob, connect
@@ -25,6 +26,7 @@ from .executor import CANCELLED, ENDED, RUNNING, SUCCEEDED, charge_slurm_time
 from .inventory import sync_inventory
 
 MIRRORED_NAME_LENGTH = 200
+TENANT_NAME_LENGTH = 100
 
 
 @dataclass
@@ -45,7 +47,7 @@ class SlurmObserver:
 
     def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
         with transaction.atomic():
-            mirrored = mirror_jobs([job for job in self.slurm_jobs.values() if job.gpus > 0], now)
+            mirrored = mirror_jobs([job for job in self.slurm_jobs.values() if 0 < job.gpus <= MAX_GPUS], now)
         self.notes.append(f"observing Slurm: {mirrored} jobs with GPUs mirrored")
         return dataclasses.replace(snap, jobs=())
 
@@ -60,8 +62,8 @@ def mirror_jobs(slurm_jobs: list[SlurmJob], now: datetime) -> int:
         cluster_job_id__in=[str(sj.id) for sj in slurm_jobs])}
     gpus_by_node = _gpus_by_node()
     for slurm_job in slurm_jobs:
-        tenant = tenants.get(slurm_job.account) or tenants.setdefault(
-            slurm_job.account, Tenant.objects.get_or_create(name=slurm_job.account or "(no account)")[0])
+        account = (slurm_job.account or "(no account)")[:TENANT_NAME_LENGTH]
+        tenant = tenants.get(account) or tenants.setdefault(account, Tenant.objects.get_or_create(name=account)[0])
         job = known.get(str(slurm_job.id)) or _new_job(slurm_job, tenant)
         was_running = job.state == JobState.RUNNING
         job.state, job.pending_reason = _state(slurm_job), slurm_job.reason if slurm_job.state == "PENDING" else ""

@@ -43,3 +43,12 @@ def test_the_measured_restart_delay_becomes_the_priced_one_once_three_are_known(
     assert SettingsChange.objects.filter(field="restart_seconds", new_value="13.0").exists()
     assert RoundMemory.objects.get(pk=1).restarts == [12.0, 14.0, 13.0]
     assert restarts.record([13.5], row) is None  # within 10 %: the setting stays
+
+
+def test_a_host_list_that_names_too_many_hosts_is_refused_not_expanded() -> None:
+    from scheduler.slurm.client import SlurmRefused
+
+    with pytest.raises(SlurmRefused, match="too many hosts"):
+        expand_hostlist("gpu[0-99999999999]")
+    with pytest.raises(SlurmRefused):
+        expand_hostlist("gpu[a-b]")

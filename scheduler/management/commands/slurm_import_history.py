@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler.bounds import MAX_GPUS
 from scheduler.slurm.client import SlurmError, connect
 from scheduler.slurm.observer import history_jobs, mirror_jobs
 
@@ -24,7 +25,7 @@ class Command(BaseCommand):
             runs = connect().commands.accounting(now - timedelta(days=options["days"]), now)
         except SlurmError as error:
             raise CommandError(str(error)) from None
-        jobs = [job for job in history_jobs(runs) if job.gpus > 0 and job.started_at is not None]
+        jobs = [job for job in history_jobs(runs) if 0 < job.gpus <= MAX_GPUS and job.started_at is not None]
         with transaction.atomic():
             mirrored = mirror_jobs(jobs, now)
         self.stdout.write(f"{mirrored} Slurm jobs with GPUs from the last {options['days']} days mirrored")
