@@ -59,14 +59,12 @@ REQUEUE_WAIT_SECONDS = 20.0  # how long a launch waits for a requeued job to lea
 
 
 @dataclass
-class SlurmExecutor:
-    """The round's executor on a Slurm cluster (``SchedulerSettings.executor == "slurm"``)."""
+class SlurmReader:
+    """What both Slurm back-ends do first each round: read Slurm's nodes and jobs, and the inventory from them."""
 
     client: SlurmClient | None = None  # None: connect in ``refresh_inventory``
     notes: list[str] = field(default_factory=list)  # what the round should record (``SchedulingRound.note``)
     slurm_jobs: dict[int, SlurmJob] = field(default_factory=dict)
-    name: ClassVar[str] = "slurm"
-    decides: ClassVar[bool] = True
 
     def refresh_inventory(self, now: datetime) -> None:
         """Nodes and jobs as Slurm has them now; the inventory rows brought up to date."""
@@ -80,6 +78,14 @@ class SlurmExecutor:
             self.notes.append("nodes back in service: " + ", ".join(change.back))
         if change.skipped:
             self.notes.append("nodes left out (too many GPUs or too long a name): " + ", ".join(change.skipped))
+
+
+@dataclass
+class SlurmExecutor(SlurmReader):
+    """The round's executor on a Slurm cluster (``SchedulerSettings.executor == "slurm"``)."""
+
+    name: ClassVar[str] = "slurm"
+    decides: ClassVar[bool] = True
 
     # --- observe -----------------------------------------------------------------------------------------------
 

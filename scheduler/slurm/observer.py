@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
@@ -21,29 +21,19 @@ from django.db.models import Q
 from ..bounds import MAX_GPUS
 from ..core.types import ClusterSnapshot
 from ..models import Allocation, Gpu, Job, JobState, Tenant
-from .client import AccountedRun, SlurmClient, SlurmJob, connect
-from .executor import CANCELLED, ENDED, RUNNING, SUCCEEDED, charge_slurm_time
-from .inventory import sync_inventory
+from .client import AccountedRun, SlurmJob
+from .executor import CANCELLED, ENDED, RUNNING, SUCCEEDED, SlurmReader, charge_slurm_time
 
 MIRRORED_NAME_LENGTH = 200
 TENANT_NAME_LENGTH = 100
 
 
 @dataclass
-class SlurmObserver:
-    client: SlurmClient | None = None
-    notes: list[str] = field(default_factory=list)
-    slurm_jobs: dict[int, SlurmJob] = field(default_factory=dict)
+class SlurmObserver(SlurmReader):
+    """The round's executor when Slurm decides (``SchedulerSettings.executor == "slurm-observer"``)."""
+
     name: ClassVar[str] = "slurm-observer"
     decides: ClassVar[bool] = False
-
-    def refresh_inventory(self, now: datetime) -> None:
-        self.client = self.client or connect()
-        nodes = self.client.rest.nodes()
-        self.slurm_jobs = self.client.jobs_by_id()
-        change = sync_inventory(nodes)
-        if change.lost:
-            self.notes.append("GPUs lost with their nodes: " + "; ".join(change.lost))
 
     def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
         with transaction.atomic():

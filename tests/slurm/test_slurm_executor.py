@@ -63,6 +63,15 @@ def running_in_slurm(slurm: RunningLab, job: Job, gpus: int) -> dict[str, str]:
                     and line["gres"].endswith(f":{gpus}") and line, f"Slurm job of {job} running on {gpus} GPUs")
 
 
+def started(slurm: RunningLab, name: str, gpus: int, gpu_type: str, tenant: str = "vision") -> tuple[Job, dict]:
+    """A rigid example job submitted and placed by a round; with its squeue line once it runs in Slurm."""
+    run_round()  # the inventory
+    job = services.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1000,
+                              min_gpus=gpus, max_gpus=gpus, gpu_type=gpu_type, command=training_command())
+    run_round()
+    return job, running_in_slurm(slurm, job, gpus if gpus <= 4 else 4)
+
+
 def test_inventory_comes_from_slurm(slurm: RunningLab) -> None:
     result = run_round()
     assert result.status == RoundStatus.OK
@@ -98,11 +107,7 @@ def test_a_job_submitted_through_the_api_runs_in_slurm_on_the_decided_gpus(slurm
 
 def test_a_resize_from_2_to_4_gpus_is_checkpoint_requeue_resize_release_and_keeps_progress(
         slurm: RunningLab) -> None:
-    run_round()
-    job = services.submit_job(tenant="vision", name="grow", workload_profile="cifar10", total_work=1000,
-                              min_gpus=2, max_gpus=2, gpu_type="a100", command=training_command())
-    run_round()
-    running_in_slurm(slurm, job, 2)
+    job, _ = started(slurm, "grow", 2, "a100")
     wait_for(lambda: last_step(job) >= 30, "30 steps at 2 GPUs")
     slurm_id = job.cluster_job_id
 
@@ -130,11 +135,7 @@ def test_a_resize_from_2_to_4_gpus_is_checkpoint_requeue_resize_release_and_keep
 def test_preemption_requeues_and_holds_and_the_job_resumes_later(slurm: RunningLab) -> None:
     """Tiresias with a 30 GPU-second first queue: a long runner is preempted by a newcomer, then resumes."""
     set_policy_config({"thresholds": [30.0]})
-    run_round()
-    old = services.submit_job(tenant="vision", name="old", workload_profile="cifar10", total_work=1000,
-                              min_gpus=8, max_gpus=8, gpu_type="v100", command=training_command())
-    run_round()
-    running_in_slurm(slurm, old, 4)
+    old, _ = started(slurm, "old", 8, "v100")
     wait_for(lambda: last_step(old) >= 20, "20 steps of the first job")
     run_round()  # charges its Slurm time: 8 GPUs × ≥ 4 s is past the 30 GPU-second queue
     new = services.submit_job(tenant="nlp", name="new", workload_profile="cifar10", total_work=1000,
@@ -162,11 +163,8 @@ def test_preemption_requeues_and_holds_and_the_job_resumes_later(slurm: RunningL
 
 
 def test_a_node_drained_mid_job_moves_its_job(slurm: RunningLab) -> None:
-    run_round()
-    job = services.submit_job(tenant="vision", name="moved", workload_profile="cifar10", total_work=1000,
-                              min_gpus=2, max_gpus=2, gpu_type="v100", command=training_command())
-    run_round()
-    first_node = running_in_slurm(slurm, job, 2)["nodes"]
+    job, line = started(slurm, "moved", 2, "v100")
+    first_node = line["nodes"]
 
     slurm.run("scontrol", "update", f"NodeName={first_node}", "State=DRAIN", "Reason=hardware check")
     round_row = run_round()
@@ -180,11 +178,7 @@ def test_a_node_drained_mid_job_moves_its_job(slurm: RunningLab) -> None:
 
 
 def test_a_slurm_outage_skips_rounds_loses_nothing_and_reconciles_after(slurm: RunningLab) -> None:
-    run_round()
-    running = services.submit_job(tenant="vision", name="survivor", workload_profile="cifar10", total_work=1000,
-                                  min_gpus=1, max_gpus=1, gpu_type="a100", command=training_command())
-    run_round()
-    running_in_slurm(slurm, running, 1)
+    running, _ = started(slurm, "survivor", 1, "a100")
     events_before = RescaleEvent.objects.count()
 
     slurm.stop_controller()
@@ -192,9 +186,9 @@ def test_a_slurm_outage_skips_rounds_loses_nothing_and_reconciles_after(slurm: R
         waiting = services.submit_job(tenant="nlp", name="arrived meanwhile", workload_profile="cifar10",
                                       total_work=1000, min_gpus=1, max_gpus=1, gpu_type="a100",
                                       command=training_command())
-        started = time.monotonic()
+        outage_began = time.monotonic()
         skipped = []
-        while time.monotonic() - started < 60:  # a minute without Slurm: every round skipped, none hangs
+        while time.monotonic() - outage_began < 60:  # a minute without Slurm: every round skipped, none hangs
             began = time.monotonic()
             skipped.append(run_round())
             assert time.monotonic() - began < 30
