@@ -27,9 +27,10 @@ import logging
 import shlex
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import ClassVar
 
 from django.conf import settings
@@ -55,7 +56,25 @@ SUCCEEDED = frozenset({"COMPLETED"})
 CANCELLED = frozenset({"CANCELLED"})
 FAILED = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
 ENDED = SUCCEEDED | CANCELLED | FAILED
-REQUEUE_WAIT_SECONDS = 20.0  # how long a launch waits for a requeued job to leave its nodes (KillWait + margin)
+REQUEUE_WAIT_SECONDS = 20.0  # how long a round waits for requeued jobs to leave their nodes (KillWait + margin)
+
+
+@dataclass(frozen=True)
+class Move:
+    """A running job sent off its nodes (requeued and held), to be placed again once it has left them."""
+
+    launch: Launch
+    job: Job
+    slurm_job: SlurmJob
+    per_node: dict[str, int]
+    gpu_type: str
+
+    @property
+    def changes_type(self) -> bool:
+        return bool(self.gpu_type and self.slurm_job.gpu_type and self.gpu_type != self.slurm_job.gpu_type)
+
+
+Outcome = bool | Move
 
 
 @dataclass
@@ -141,84 +160,96 @@ class SlurmExecutor(SlurmReader):
     # --- launch ------------------------------------------------------------------------------------------------
 
     def launch(self, launches: Sequence[Launch], now: datetime) -> None:
+        """Carry every launch out; a job that must leave its nodes first is requeued with all the others at once,
+        and all are waited for together (``REQUEUE_WAIT_SECONDS`` in all), so a round of many rescales costs
+        one requeue's time, not one per job."""
         if not launches:
             return
         client = self.client or connect()
         jobs = Job.objects.select_related("tenant").in_bulk([launch.job_id for launch in launches])
         types = dict(Gpu.objects.filter(uuid__in={gpu.uuid for launch in launches for gpu in launch.gpus})
                      .values_list("uuid", "model"))
+        moves: list[Move] = []
         for launch in launches:
             job = jobs.get(launch.job_id)
             if job is None:
                 acknowledge([launch])
                 continue
-            try:
-                done = self._carry_out(client, launch, job, types, now)
-            except SlurmUnavailable as error:
-                self.notes.append(f"Slurm did not answer while launching job {job.pk}: {error}")
-                return  # what is not acknowledged is resent by the next round
-            except SlurmRefused as error:
-                self.notes.append(f"job {job.pk}: {error}")
-                if not job.cluster_job_id:  # Slurm refused the job itself: it cannot run, say why
-                    with transaction.atomic():
-                        locked = Job.objects.select_for_update().get(pk=job.pk)
-                        finish_jobs([locked], {locked.pk: now}, JobState.FAILED, f"Slurm refused it: {error}")
-                        Job.objects.filter(pk=job.pk).update(error=str(error))
-                    done = True
-                else:
-                    done = False
-            if done:
+            outcome = self._guarded(job, now, partial(self._carry_out, client, launch, job, types, now))
+            if isinstance(outcome, Move):
+                moves.append(outcome)
+            elif outcome is None:
+                return  # Slurm did not answer: what is not acknowledged is resent by the next round
+            elif outcome:
                 acknowledge([launch])
+        left = self._wait_until_left(client, [move.slurm_job.id for move in moves])
+        for move in moves:
+            if move.slurm_job.id in left and self._guarded(move.job, now, partial(self._arrive, client, move)):
+                acknowledge([move.launch])
+
+    def _guarded(self, job: Job, now: datetime, step: Callable[[], Outcome]) -> Outcome | None:
+        """``step()``, with Slurm's answers turned into the round's: None when Slurm did not answer, False when it
+        refused (a job it refused outright fails with Slurm's reason)."""
+        try:
+            return step()
+        except SlurmUnavailable as error:
+            self.notes.append(f"Slurm did not answer while launching job {job.pk}: {error}")
+            return None
+        except SlurmRefused as error:
+            self.notes.append(f"job {job.pk}: {error}")
+            if job.cluster_job_id:
+                return False
+            with transaction.atomic():  # Slurm refused the job itself: it cannot run, say why
+                locked = Job.objects.select_for_update().get(pk=job.pk)
+                finish_jobs([locked], {locked.pk: now}, JobState.FAILED, f"Slurm refused it: {error}")
+                Job.objects.filter(pk=job.pk).update(error=str(error))
+            return True
 
     def _carry_out(self, client: SlurmClient, launch: Launch, job: Job, types: Mapping[str, str],
-                   now: datetime) -> bool:
-        """Make Slurm match ``launch``; False when it must be tried again next round."""
+                   now: datetime) -> Outcome:
+        """Make Slurm match ``launch``: True when done, False to try again next round, a ``Move`` when the job
+        was sent off its nodes and is to be placed once it has left them."""
         slurm_job = self._find(job)
         if not launch.gpus:
             return self._stop(client, job, slurm_job, now)
         per_node, gpu_type = self._placement(job, launch, types)
         if slurm_job is None or slurm_job.state in ENDED:
-            job_id = client.rest.submit(self._spec(job, gres(gpu_type, max(per_node.values()))))
-            Job.objects.filter(pk=job.pk).update(cluster_job_id=str(job_id))  # stored before anything else
-            job.cluster_job_id = str(job_id)
-            client.commands.place(job_id, per_node, gpu_type)
-            client.commands.release(job_id)
+            self._submit(client, job, per_node, gpu_type)
             return True
-        if gpu_type and slurm_job.gpu_type and gpu_type != slurm_job.gpu_type:
-            return self._replace(client, job, slurm_job, per_node, gpu_type, now)
+        move = Move(launch, job, slurm_job, per_node, gpu_type)
         if slurm_job.state in RUNNING:
-            if dict(slurm_job.gpus_per_node) == per_node:
+            if dict(slurm_job.gpus_per_node) == per_node and not move.changes_type:
                 return True  # already where it should be
             self._charge_until(job, slurm_job, now)
             client.commands.requeue_hold(slurm_job.id)
-            if not self._wait_until_left(client, slurm_job.id):
-                return False  # still on its nodes: the next round finishes the move
-        elif slurm_job.state in LEAVING:
-            if not self._wait_until_left(client, slurm_job.id):
-                return False
-        client.commands.place(slurm_job.id, per_node, gpu_type)
-        client.commands.release(slurm_job.id)
+            return move
+        if slurm_job.state in LEAVING:
+            return move
+        return self._arrive(client, move)  # pending: placed now
+
+    def _arrive(self, client: SlurmClient, move: Move) -> bool:
+        """Place a job that is off its nodes: pinned and released, or, to another GPU type, a new Slurm job —
+        Slurm 22.05 leaves a pending job whose GRES type was changed "never runnable" (BadConstraints), so its
+        Slurm job is cancelled and a new one submitted under the same comment (the checkpoint folder is the
+        console job's, so progress stays)."""
+        if move.changes_type:
+            client.rest.cancel(move.slurm_job.id)
+            job_id = self._submit(client, move.job, move.per_node, move.gpu_type)
+            self.notes.append(f"job {move.job.pk} moved from {move.slurm_job.gpu_type} to {move.gpu_type}: Slurm job "
+                              f"{move.slurm_job.id} replaced by {job_id}")
+            return True
+        client.commands.place(move.slurm_job.id, move.per_node, move.gpu_type)
+        client.commands.release(move.slurm_job.id)
         return True
 
-    def _replace(self, client: SlurmClient, job: Job, slurm_job: SlurmJob, per_node: dict[str, int], gpu_type: str,
-                 now: datetime) -> bool:
-        """Move a job to another GPU type: Slurm 22.05 leaves a pending job whose GRES type was changed
-        "never runnable" (BadConstraints), so the job is checkpointed and requeued, its Slurm job cancelled and a
-        new one submitted under the same comment; the checkpoint folder is the console job's, so progress stays."""
-        if slurm_job.state in RUNNING:
-            self._charge_until(job, slurm_job, now)
-            client.commands.requeue_hold(slurm_job.id)
-        if slurm_job.state not in {"PENDING"} and not self._wait_until_left(client, slurm_job.id):
-            return False
-        client.rest.cancel(slurm_job.id)
+    def _submit(self, client: SlurmClient, job: Job, per_node: dict[str, int], gpu_type: str) -> int:
+        """A new held Slurm job for ``job``, its id stored before anything else, then pinned and released."""
         job_id = client.rest.submit(self._spec(job, gres(gpu_type, max(per_node.values()))))
         Job.objects.filter(pk=job.pk).update(cluster_job_id=str(job_id))
         job.cluster_job_id = str(job_id)
         client.commands.place(job_id, per_node, gpu_type)
         client.commands.release(job_id)
-        self.notes.append(f"job {job.pk} moved from {slurm_job.gpu_type} to {gpu_type}: Slurm job {slurm_job.id} "
-                          f"replaced by {job_id}")
-        return True
+        return job_id
 
     def _stop(self, client: SlurmClient, job: Job, slurm_job: SlurmJob | None, now: datetime) -> bool:
         """A job given no GPUs: cancelled in Slurm when the console ended it, else requeued and held."""
@@ -278,15 +309,18 @@ class SlurmExecutor(SlurmReader):
             charge_slurm_time(locked, slurm_job, now)
             locked.save(update_fields=["attained_gpu_seconds", "accounted_at"])
 
-    def _wait_until_left(self, client: SlurmClient, slurm_id: int) -> bool:
-        """Wait (bounded) until a requeued job is pending again, its nodes freed."""
+    def _wait_until_left(self, client: SlurmClient, slurm_ids: list[int]) -> set[int]:
+        """Wait (``REQUEUE_WAIT_SECONDS`` in all) until requeued jobs are pending again, their nodes freed; the
+        ones that are."""
+        left: set[int] = set()
         deadline = time.monotonic() + REQUEUE_WAIT_SECONDS
-        while time.monotonic() < deadline:
-            current = client.jobs_by_id([slurm_id]).get(slurm_id)
-            if current is None or current.state == "PENDING":
-                return True
+        while slurm_ids and time.monotonic() < deadline:
+            current = client.jobs_by_id(slurm_ids)
+            left = {job_id for job_id in slurm_ids if job_id not in current or current[job_id].state == "PENDING"}
+            if len(left) == len(slurm_ids):
+                break
             time.sleep(0.5)
-        return False
+        return left
 
 
 def charge_slurm_time(job: Job, slurm_job: SlurmJob, now: datetime) -> None:

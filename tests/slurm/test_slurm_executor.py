@@ -24,6 +24,7 @@ from scheduler.models import (
     RoundMemory,
     RoundStatus,
 )
+from scheduler.slurm.executor import REQUEUE_WAIT_SECONDS
 from tests.api.conftest import token_client
 
 from .conftest import RunningLab, training_command, wait_for
@@ -130,6 +131,21 @@ def test_a_resize_from_2_to_4_gpus_is_checkpoint_requeue_resize_release_and_keep
     assert job.state == JobState.RUNNING  # rescaling → running once Slurm runs it again
     measured = RoundMemory.objects.get(pk=1).restarts
     assert len(measured) == 1 and 0 < measured[0] < 120  # this cluster's restart delay, from requeue to training
+
+
+def test_two_resizes_in_one_round_are_requeued_together(slurm: RunningLab) -> None:
+    first, _ = started(slurm, "first", 1, "v100")
+    second, _ = started(slurm, "second", 1, "v100", tenant="nlp")
+    for job in (first, second):
+        wait_for(lambda job=job: last_step(job) >= 10, f"{job} checkpointed once")
+        services.set_gpu_bounds(job, 2, 2)
+
+    round_row = run_round()
+
+    assert round_row.rescales == 2
+    for job in (first, second):
+        running_in_slurm(slurm, job, 2)
+    assert round_row.launch_ms < REQUEUE_WAIT_SECONDS * 1000  # one wait for both, not one each
 
 
 def test_preemption_requeues_and_holds_and_the_job_resumes_later(slurm: RunningLab) -> None:
