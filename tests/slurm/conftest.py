@@ -45,7 +45,8 @@ class RunningLab:
         self.env = module.slurm_env(lab)
 
     def run(self, *args: str, check: bool = True) -> str:
-        done = subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=60)
+        # In the lab's folder: sbatch writes a job's output (slurm-<id>.out) where it was called.
+        done = subprocess.run(list(args), env=self.env, capture_output=True, text=True, timeout=60, cwd=self.lab.root)
         if check and done.returncode != 0:
             raise AssertionError(f"{' '.join(args)}: {done.stderr.strip()}")
         return done.stdout
