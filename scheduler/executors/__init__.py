@@ -50,7 +50,8 @@ class Launch:
 
 
 class ClusterUnavailable(Exception):
-    """The cluster manager did not answer: the round is skipped with this reason, nothing written."""
+    """The cluster manager could not be read (no answer, or one that cannot be used): the round is skipped with
+    this reason, nothing written."""
 
 
 class Executor(Protocol):

@@ -54,7 +54,7 @@ def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) 
         logger.warning("round skipped: %s", exc)
         return SchedulingRound.objects.create(
             policy=config.policy, started_at=now, finished_at=timezone.now(), status=RoundStatus.SKIPPED,
-            executor=executor.name, error=f"the cluster did not answer: {exc}"[:2000],
+            executor=executor.name, error=f"the cluster could not be read: {exc}"[:2000],
         )
     live = build_snapshot(now)
     before = {job.id for job in live.snap.jobs}

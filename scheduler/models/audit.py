@@ -13,7 +13,7 @@ class RoundStatus(models.TextChoices):
     RUNNING = "running", "running"
     OK = "ok", "ok"
     FAILED = "failed", "failed"
-    SKIPPED = "skipped", "skipped"  # the cluster did not answer: nothing was decided or written
+    SKIPPED = "skipped", "skipped"  # the cluster could not be read: nothing decided or written
 
 
 class SchedulingRound(models.Model):

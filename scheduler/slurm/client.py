@@ -19,11 +19,11 @@ import json
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 from django.conf import settings
@@ -36,13 +36,15 @@ from ..executors import ClusterUnavailable
 COMMENT_PREFIX = "cluster-ops:"
 HELD_NOTICE = 2042  # slurmrestd's "Job is in held state": a notice on a held submit, not an error
 MAX_BODY = 16 * 1024 * 1024  # a slurmrestd answer larger than this is refused, not parsed
+T = TypeVar("T")
 
 
-class SlurmError(Exception):
-    """Something about Slurm went wrong; the message is safe to show and store."""
+class SlurmError(ClusterUnavailable):
+    """Something about Slurm went wrong; the message is safe to show and store. Met while reading the cluster
+    before a round, it skips the round."""
 
 
-class SlurmUnavailable(SlurmError, ClusterUnavailable):
+class SlurmUnavailable(SlurmError):
     """Slurm did not answer."""
 
 
@@ -276,45 +278,11 @@ class RestV0038:
 
     def nodes(self) -> list[SlurmNode]:
         document = self.transport.call("GET", f"/slurm/{self.version}/nodes")
-        nodes = []
-        for raw in document.get("nodes") or []:
-            gpu_type, gpus = parse_gres(str(raw.get("gres") or ""))
-            nodes.append(SlurmNode(
-                name=str(raw["name"]), gpu_type=gpu_type, gpus=gpus, state=str(raw.get("state") or "unknown").lower(),
-                flags=frozenset(str(flag).upper() for flag in raw.get("state_flags") or []),
-                reason=str(raw.get("reason") or "")[:200], partitions=tuple(map(str, raw.get("partitions") or [])),
-            ))
-        return nodes
+        return [_readable("node", _node, raw) for raw in document.get("nodes") or []]
 
     def jobs(self) -> list[SlurmJob]:
         document = self.transport.call("GET", f"/slurm/{self.version}/jobs")
-        return [self._job(raw) for raw in document.get("jobs") or []]
-
-    def _job(self, raw: Mapping[str, Any]) -> SlurmJob:
-        nodes = expand_hostlist(str(raw.get("nodes") or ""))
-        running = str(raw.get("job_state")) in {"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"}
-        gpu_type, per_node = parse_gres(str(raw.get("tres_per_node") or ""))
-        if running and raw.get("gres_detail"):  # what each node holds: "gpu:a100:2(IDX:0-1)", one per node
-            counts = [parse_gres(str(detail))[1] for detail in raw["gres_detail"]]
-            gpus_per_node = dict(zip(nodes, counts, strict=False))
-        else:
-            gpus_per_node = {node: per_node for node in (nodes if running else expand_hostlist(
-                str(raw.get("required_nodes") or "")))}
-        limit = raw.get("time_limit")
-        return SlurmJob(
-            id=int(raw["job_id"]), name=str(raw.get("name") or ""), comment=str(raw.get("comment") or ""),
-            account=str(raw.get("account") or ""), user=str(raw.get("user_name") or ""),
-            state=str(raw.get("job_state") or "UNKNOWN"), reason=str(raw.get("state_reason") or ""),
-            nodes=nodes if running else (), gpus_per_node=gpus_per_node, gpu_type=gpu_type,
-            submitted_at=_time(raw.get("submit_time")) or datetime.now(UTC), started_at=_time(raw.get("start_time"))
-            if running or str(raw.get("job_state")) not in {"PENDING"} else None,
-            ended_at=_time(raw.get("end_time")) if not running and raw.get("job_state") != "PENDING" else None,
-            restarts=int(raw.get("restart_cnt") or 0), exit_code=raw.get("exit_code")
-            if isinstance(raw.get("exit_code"), int) else None,
-            time_limit_seconds=float(limit) * 60 if isinstance(limit, int) and 0 < limit < 10**8 else None,
-            expected_start=_time(raw.get("start_time")) if raw.get("job_state") == "PENDING" else None,
-            requested_gpus=per_node * max(int(raw.get("node_count") or 1), 1),
-        )
+        return [_readable("job", _job, raw) for raw in document.get("jobs") or []]
 
     def submit(self, spec: JobSpec) -> int:
         job: dict[str, Any] = {
@@ -342,6 +310,51 @@ class RestV0038:
 
 
 ADAPTERS = {"v0.0.38": RestV0038}
+RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"})  # a job on its nodes
+
+
+def _readable(kind: str, parse: Callable[[Mapping[str, Any]], T], raw: Any) -> T:
+    """``parse(raw)``, or ``SlurmRefused`` for a record that is not the shape this REST version promises."""
+    try:
+        return parse(raw)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise SlurmRefused(f"slurmrestd sent a {kind} record that Cluster Ops cannot read") from None
+
+
+def _node(raw: Mapping[str, Any]) -> SlurmNode:
+    gpu_type, gpus = parse_gres(str(raw.get("gres") or ""))
+    return SlurmNode(
+        name=str(raw["name"]), gpu_type=gpu_type, gpus=gpus, state=str(raw.get("state") or "unknown").lower(),
+        flags=frozenset(str(flag).upper() for flag in raw.get("state_flags") or []),
+        reason=str(raw.get("reason") or "")[:200], partitions=tuple(map(str, raw.get("partitions") or [])),
+    )
+
+
+def _job(raw: Mapping[str, Any]) -> SlurmJob:
+    """One job of v0.0.38's ``jobs``: what it holds per node while on its nodes (``gres_detail``, one entry per
+    node), else what it asks for; its start and end only once it has them."""
+    state = str(raw.get("job_state") or "UNKNOWN")
+    running, pending = state in RUNNING_STATES, state == "PENDING"
+    nodes = expand_hostlist(str(raw.get("nodes") or "")) if running else ()
+    gpu_type, per_node = parse_gres(str(raw.get("tres_per_node") or ""))
+    if running and raw.get("gres_detail"):
+        gpus_per_node = dict(zip(nodes, (parse_gres(str(detail))[1] for detail in raw["gres_detail"]), strict=False))
+    else:
+        wanted = nodes or expand_hostlist(str(raw.get("required_nodes") or ""))
+        gpus_per_node = {node: per_node for node in wanted}
+    limit, exit_code = raw.get("time_limit"), raw.get("exit_code")
+    return SlurmJob(
+        id=int(raw["job_id"]), name=str(raw.get("name") or ""), comment=str(raw.get("comment") or ""),
+        account=str(raw.get("account") or ""), user=str(raw.get("user_name") or ""), state=state,
+        reason=str(raw.get("state_reason") or ""), nodes=nodes, gpus_per_node=gpus_per_node, gpu_type=gpu_type,
+        submitted_at=_time(raw.get("submit_time")) or datetime.now(UTC),
+        started_at=None if pending else _time(raw.get("start_time")),
+        ended_at=None if running or pending else _time(raw.get("end_time")),
+        restarts=int(raw.get("restart_cnt") or 0), exit_code=exit_code if isinstance(exit_code, int) else None,
+        time_limit_seconds=float(limit) * 60 if isinstance(limit, int) and 0 < limit < 10**8 else None,
+        expected_start=_time(raw.get("start_time")) if pending else None,
+        requested_gpus=per_node * max(int(raw.get("node_count") or 1), 1),
+    )
 
 
 class Commands:

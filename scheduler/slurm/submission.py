@@ -10,7 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
-from .client import SlurmUnavailable, connect
+from .client import SlurmError, connect
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +35,11 @@ def checked_script_path(path: str) -> str:
 
 
 def check_account(tenant: str) -> None:
-    """The tenant must be a Slurm account. Slurm away: accepted (its first start then fails with Slurm's reason)."""
+    """The tenant must be a Slurm account. Slurm away or unreadable: accepted (its first start then fails with
+    Slurm's reason)."""
     try:
         accounts = connect().rest.accounts()
-    except SlurmUnavailable as error:
+    except SlurmError as error:
         logger.warning("cannot check Slurm accounts: %s", error)
         return
     if tenant not in accounts:

@@ -52,3 +52,17 @@ def test_a_host_list_that_names_too_many_hosts_is_refused_not_expanded() -> None
         expand_hostlist("gpu[0-99999999999]")
     with pytest.raises(SlurmRefused):
         expand_hostlist("gpu[a-b]")
+
+
+def test_a_job_record_of_another_shape_is_refused_by_name_not_a_crash() -> None:
+    from scheduler.slurm.client import RestV0038, SlurmRefused
+
+    class Transport:
+        def call(self, method: str, path: str) -> dict[str, object]:
+            return {"jobs": [{"name": "no id"}], "nodes": [{"gres": "gpu:a100:4"}]}
+
+    rest = RestV0038(Transport())  # type: ignore[arg-type]
+    with pytest.raises(SlurmRefused, match="a job record that Cluster Ops cannot read"):
+        rest.jobs()
+    with pytest.raises(SlurmRefused, match="a node record"):
+        rest.nodes()
