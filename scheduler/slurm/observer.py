@@ -18,7 +18,7 @@ from typing import ClassVar
 from django.db import transaction
 from django.db.models import Q
 
-from ..bounds import MAX_GPUS
+from ..bounds import MAX_EXPECTED_SECONDS, MAX_GPUS, MAX_TOTAL_WORK
 from ..core.types import ClusterSnapshot
 from ..models import Allocation, Gpu, Job, JobState, Tenant
 from .client import AccountedRun, SlurmJob
@@ -78,8 +78,14 @@ def _new_job(slurm_job: SlurmJob, tenant: Tenant) -> Job:
         tenant=tenant, name=(slurm_job.name or f"slurm {slurm_job.id}")[:MIRRORED_NAME_LENGTH],
         workload_profile="", total_work=0.0, min_gpus=slurm_job.gpus, max_gpus=slurm_job.gpus,
         gpu_type=slurm_job.gpu_type, submitted_at=slurm_job.submitted_at, cluster_job_id=str(slurm_job.id),
-        expected_seconds=slurm_job.time_limit_seconds,
+        expected_seconds=_limit(slurm_job),
     )
+
+
+def _limit(slurm_job: SlurmJob) -> float | None:
+    """Its time limit as the console keeps one (at most a year); None: none, or longer."""
+    limit = slurm_job.time_limit_seconds
+    return limit if limit is not None and 1 <= limit <= MAX_EXPECTED_SECONDS else None
 
 
 def _work(slurm_job: SlurmJob, now: datetime) -> tuple[float, float]:
@@ -87,9 +93,10 @@ def _work(slurm_job: SlurmJob, now: datetime) -> tuple[float, float]:
     what it will run — all of it once ended (so the what-ifs replay its real length), else its time limit."""
     ran = max(((slurm_job.ended_at or now) - slurm_job.started_at).total_seconds(), 0.0) if slurm_job.started_at \
         else 0.0
+    ran = min(ran, MAX_TOTAL_WORK)
     if slurm_job.state in ENDED:
         return ran, ran
-    return ran, max(ran, slurm_job.time_limit_seconds or 0.0)
+    return ran, max(ran, _limit(slurm_job) or 0.0)
 
 
 def history_jobs(runs: Sequence[AccountedRun]) -> list[SlurmJob]:
