@@ -123,6 +123,9 @@ def main(argv: list[str]) -> int:
 
 
 def start(lab: Lab) -> None:
+    if os.geteuid() != 0:
+        sys.exit("The Slurm lab starts munged, MariaDB, slurmctld, slurmd and slurmrestd under their own users: "
+                 "run it as root (sudo make slurm-lab)")
     install_packages()
     stop(lab, quiet=True)
     write_files(lab)
