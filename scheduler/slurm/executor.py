@@ -195,6 +195,9 @@ class SlurmExecutor(SlurmReader):
         except SlurmUnavailable as error:
             self.notes.append(f"Slurm did not answer while launching job {job.pk}: {error}")
             return None
+        except OSError as error:  # its folder under JOB_DIR cannot be made: tried again next round
+            self.notes.append(f"job {job.pk}: its folder under JOB_DIR cannot be prepared ({error.strerror})")
+            return False
         except SlurmRefused as error:
             self.notes.append(f"job {job.pk}: {error}")
             if job.cluster_job_id:

@@ -9,7 +9,6 @@ and forecasts read a Slurm cluster as they read any other. GPU time is charged a
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,7 +38,7 @@ class SlurmObserver(SlurmReader):
         with transaction.atomic():
             mirrored = mirror_jobs([job for job in self.slurm_jobs.values() if 0 < job.gpus <= MAX_GPUS], now)
         self.notes.append(f"observing Slurm: {mirrored} jobs with GPUs mirrored")
-        return dataclasses.replace(snap, jobs=())
+        return snap  # as read before the mirror: no policy runs on it
 
     def launch(self, launches: object, now: datetime) -> None:
         """An observer launches nothing."""
