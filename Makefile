@@ -21,6 +21,9 @@ $(STAMP): requirements.txt
 	touch $@
 
 run: venv
+	@# On the Slurm lab, the example jobs (examples/elastic_train.py) run this venv's Python: they need PyTorch.
+	@if [ "$${CLUSTER_BACKEND:-}" = slurm ] && [ "$${SLURM_DEMO_JOBS:-0}" != 0 ]; then \
+	    $(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/pip install --quiet -r requirements-node.txt; fi
 	$(MANAGE) check
 	$(MANAGE) migrate --noinput
 	$(MANAGE) ensure_admin

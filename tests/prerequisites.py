@@ -70,7 +70,7 @@ PREREQUISITES = {p.group: p for p in (
                  and _jwt_plugin(),
                  ("slurm-wlm", "slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munge", "slurm-wlm-jwt-plugin",
                   "slurm-client", "mariadb-server")),
-    Prerequisite("torch", "the local executor's training run (tests/integration/test_local_executor.py)",
+    Prerequisite("torch", "the example training job (tests/integration/test_local_executor.py, tests/slurm/)",
                  lambda: importlib.util.find_spec("torch") is not None, pip_requirements="requirements-node.txt"),
 )}
 

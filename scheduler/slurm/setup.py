@@ -9,6 +9,7 @@ finish on Slurm within minutes; a real cluster gets none.
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import sys
 from datetime import datetime
@@ -20,7 +21,7 @@ from django.db import transaction
 from .. import services
 from ..models import ExecutorKind, Job, Tenant
 from ..schedule import update_settings
-from .client import connect
+from .client import SlurmRefused, connect
 from .inventory import sync_inventory
 
 POLICY = "sia-profiled"  # two GPU types, elastic jobs: what Sia is for
@@ -47,6 +48,9 @@ def submit_examples(count: int, now: datetime, seed: int = 0) -> int:
     """``count`` elastic example jobs (1–4 GPUs, 40 s to 2 min of steps), once: none when jobs exist."""
     if count <= 0 or Job.objects.exists():
         return 0
+    if importlib.util.find_spec("torch") is None:
+        raise SlurmRefused("the example jobs need PyTorch in this Python: .venv/bin/pip install -r "
+                           "requirements-node.txt (make run does it when SLURM_DEMO_JOBS is set)")
     tenants = list(Tenant.objects.order_by("name").values_list("name", flat=True))
     chance = random.Random(seed)
     with transaction.atomic():

@@ -29,7 +29,7 @@ from tests.api.conftest import token_client
 
 from .conftest import RunningLab, training_command, wait_for
 
-pytestmark = [pytest.mark.needs("slurm"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.needs("slurm", "torch"), pytest.mark.timeout(600)]  # torch: the example job
 START = re.compile(r"start_step=(\d+) resumed=(True|False) local_batch=\d+ devices=(\S+)")
 
 

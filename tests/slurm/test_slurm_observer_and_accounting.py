@@ -26,7 +26,7 @@ from tests.api.conftest import token_client
 
 from .conftest import RunningLab, training_command, wait_for
 
-pytestmark = [pytest.mark.needs("slurm"), pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.needs("slurm", "torch"), pytest.mark.timeout(600)]  # torch: the example job
 
 
 def observe_only() -> None:
