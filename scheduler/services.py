@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from . import bounds
 from .core.gpu_types import gpu_type_key
+from .live.config import scheduler_settings
 from .models import (
     ACTIVE_STATES,
     Allocation,
@@ -33,6 +34,7 @@ from .models import (
     RescaleKind,
     Tenant,
 )
+from .slurm import submission
 
 Actor = User | AnonymousUser | None  # who asked: an operator, or None for the scheduler
 
@@ -121,9 +123,6 @@ def _validate_new_job(job: Job) -> None:
 
 def _check_cluster(job: Job) -> None:
     """What the cluster manager must accept: on Slurm, a script from the allowed folder and a known account."""
-    from .live.config import scheduler_settings  # the settings row: imported late, it imports the models' app
-    from .slurm import submission
-
     job.script_path = submission.checked_script_path(job.script_path)
     if scheduler_settings().executor == ExecutorKind.SLURM:
         submission.check_account(job.tenant.name)

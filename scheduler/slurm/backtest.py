@@ -70,8 +70,8 @@ def backtest(client: SlurmClient, jobs: int, seed: int, policy: str, settle_seco
     slurm_estimates = {job_id: job.expected_start for job_id, job in client.jobs_by_id(ids).items()
                        if job.state == "PENDING"}
     made = forecasts.refresh(timezone.now(), force=True)
-    console = {int(row.job.cluster_job_id): row.estimated_start for row in made.job_forecasts.select_related("job")
-               } if made else {}
+    rows = made.job_forecasts.select_related("job") if made else []
+    console = {int(row.job.cluster_job_id): row.estimated_start for row in rows}
     say(f"{len(slurm_estimates)} of {jobs} jobs waiting; waiting until every one has started")
     started = _wait_for_starts(client, list(slurm_estimates))
     return [Compared(job_id, started[job_id], slurm_estimates[job_id], console.get(job_id))
