@@ -393,12 +393,15 @@ def stop(lab: Lab, quiet: bool = False) -> None:
 
 
 def _terminate(pid: int, grace: float = 10.0) -> None:
+    """SIGTERM to ``pid``'s process group (a daemon started in its own session), or to ``pid`` alone when it leads
+    none (munged forks twice: its pid is not its group's); SIGKILL after ``grace`` seconds."""
     try:
         os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    except PermissionError:
-        os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         try:
@@ -410,10 +413,11 @@ def _terminate(pid: int, grace: float = 10.0) -> None:
         except ChildProcessError:
             pass
         time.sleep(0.1)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def slurm_env(lab: Lab) -> dict[str, str]:
