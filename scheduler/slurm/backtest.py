@@ -10,16 +10,13 @@ started and compares each estimate with the real start: the median absolute erro
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.conf import settings
 from django.utils import timezone
 
 from .. import forecasts
@@ -46,7 +43,7 @@ def _seconds(estimate: datetime | None, actual: datetime) -> float | None:
     return abs((estimate - actual).total_seconds()) if estimate else None
 
 
-def submit_burst(jobs: int, seed: int, account: str = "research") -> list[int]:
+def submit_burst(client: SlurmClient, jobs: int, seed: int, account: str = "research") -> list[int]:
     """``jobs`` sbatch jobs of 1–4 GPUs of one type, limits of 1–3 min, each running 30–100 % of its limit."""
     chance = random.Random(seed)
     ids = []
@@ -54,17 +51,16 @@ def submit_burst(jobs: int, seed: int, account: str = "research") -> list[int]:
         limit_minutes = chance.randint(1, 3)
         runs = round(limit_minutes * 60 * chance.uniform(0.3, 1.0))
         gres = f"gpu:{chance.choice(GPU_TYPES)}:{chance.randint(1, 4)}"
-        out = subprocess.run(["sbatch", "--parsable", "-A", account, f"--gres={gres}", f"--time={limit_minutes}",
-                              "-o", "/dev/null", "--wrap", f"sleep {runs}"], capture_output=True, text=True,
-                             check=True, env=_slurm_env())
-        ids.append(int(out.stdout.strip().split(";")[0]))
+        out = client.commands.run("sbatch", "--parsable", "-A", account, f"--gres={gres}",
+                                  f"--time={limit_minutes}", "-o", "/dev/null", "--wrap", f"sleep {runs}")
+        ids.append(int(out.strip().split(";")[0]))
     return ids
 
 
 def backtest(client: SlurmClient, jobs: int, seed: int, policy: str, settle_seconds: float = 10.0,
              say: Callable[[str], None] = print) -> list[Compared]:
     update_settings(executor=ExecutorKind.SLURM_OBSERVER, policy=policy)
-    ids = submit_burst(jobs, seed)
+    ids = submit_burst(client, jobs, seed)
     time.sleep(settle_seconds)  # Slurm starts what fits, and computes its estimates for the rest
     run_round()  # mirror the queue
     slurm_estimates = {job_id: job.expected_start for job_id, job in client.jobs_by_id(ids).items()
@@ -93,7 +89,3 @@ def median_errors(compared: list[Compared]) -> tuple[float | None, float | None]
     slurm = [e for e in (c.errors()[0] for c in compared) if e is not None]
     console = [e for e in (c.errors()[1] for c in compared) if e is not None]
     return (statistics.median(slurm) if slurm else None, statistics.median(console) if console else None)
-
-
-def _slurm_env() -> dict[str, str]:
-    return dict(os.environ, **({"SLURM_CONF": settings.SLURM_CONF} if settings.SLURM_CONF else {}))

@@ -125,7 +125,7 @@ class SlurmExecutor(SlurmReader):
                     delay = restarts.measure(job.pk, slurm_job.started_at or now)
                     measured += [delay] if delay is not None else []
                 elif slurm_job.state in ENDED:
-                    finished[job.pk] = (slurm_job.ended_at or now, *_ending(slurm_job))
+                    finished[job.pk] = (slurm_job.ended_at or now, *ending(slurm_job))
             update_many(Job, ["attained_gpu_seconds", "accounted_at", "state"],
                         [job for job in jobs if job.pk not in finished])
             # Slurm's end is in whole seconds: never before the console's own allocation of the job began.
@@ -346,7 +346,7 @@ def gres(gpu_type: str, per_node: int) -> str:
     return f"gpu:{gpu_type}:{per_node}" if gpu_type else f"gpu:{per_node}"
 
 
-def _ending(slurm_job: SlurmJob) -> tuple[str, str]:
+def ending(slurm_job: SlurmJob) -> tuple[str, str]:
     """The console state and reason of a job Slurm ended."""
     if slurm_job.state in SUCCEEDED:
         return JobState.SUCCEEDED, "finished: Slurm job completed"

@@ -21,7 +21,7 @@ from ..bounds import MAX_EXPECTED_SECONDS, MAX_GPUS, MAX_TOTAL_WORK
 from ..core.types import ClusterSnapshot
 from ..models import Allocation, Gpu, Job, JobState, Tenant
 from .client import AccountedRun, SlurmJob
-from .executor import CANCELLED, ENDED, RUNNING, SUCCEEDED, SlurmReader, charge_slurm_time
+from .executor import ENDED, RUNNING, SlurmReader, charge_slurm_time, ending
 
 MIRRORED_NAME_LENGTH = 200
 TENANT_NAME_LENGTH = 100
@@ -119,12 +119,8 @@ def history_jobs(runs: Sequence[AccountedRun]) -> list[SlurmJob]:
 def _state(slurm_job: SlurmJob) -> str:
     if slurm_job.state in RUNNING or slurm_job.state == "COMPLETING":
         return JobState.RUNNING
-    if slurm_job.state in SUCCEEDED:
-        return JobState.SUCCEEDED
-    if slurm_job.state in CANCELLED:
-        return JobState.CANCELLED
     if slurm_job.state in ENDED:
-        return JobState.FAILED
+        return ending(slurm_job)[0]  # the executor's one reading of how Slurm ended a job
     return JobState.PENDING
 
 
