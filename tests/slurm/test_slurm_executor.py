@@ -153,7 +153,14 @@ def test_preemption_requeues_and_holds_and_the_job_resumes_later(slurm: RunningL
     set_policy_config({"thresholds": [30.0]})
     old, _ = started(slurm, "old", 8, "v100")
     wait_for(lambda: last_step(old) >= 20, "20 steps of the first job")
-    run_round()  # charges its Slurm time: 8 GPUs × ≥ 4 s is past the 30 GPU-second queue
+
+    def charged_past_the_first_queue() -> bool:
+        run_round()  # charges its Slurm time (whole seconds, as Slurm counts them)
+        old.refresh_from_db()
+        return old.attained_gpu_seconds > 30.0
+
+    # by service charged, not by steps: how long 20 steps take depends on the machine
+    wait_for(charged_past_the_first_queue, "more than 30 GPU-seconds charged to the first job")
     new = services.submit_job(tenant="nlp", name="new", workload_profile="cifar10", total_work=1000,
                               min_gpus=8, max_gpus=8, gpu_type="v100", command=training_command())
 
