@@ -20,7 +20,7 @@ from django.db import connection, transaction
 
 from scheduler.models import Allocation, Gpu, Job, JobState, Node, Tenant
 
-from . import queries, storage
+from . import ledger, queries, storage
 from .exporter import render
 from .models import GpuHour, GpuMinute, GpuSample, JobUsageHour, RollupCursor
 from .readings import GpuReading
@@ -152,8 +152,7 @@ def time_queries(now: datetime, repeats: int) -> dict[str, float]:
         "utilisation_7d_hours": lambda: queries.utilisation(week, now),
         "utilisation_2d_minutes": lambda: queries.utilisation(two_days, now),
         "heatmap_7d_hours": lambda: queries.gpu_heatmap(week, now),
-        "energy_by_tenant_7d": lambda: queries.energy_kwh_by_tenant(week, now),
-        "idle_by_tenant_7d": lambda: queries.idle_allocated_by_tenant(week, now),
+        "ledger_7d": lambda: ledger.read(week, now).by_tenant(),
     }
     return {name: _median_ms(query, repeats) for name, query in timed.items()}
 

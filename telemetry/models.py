@@ -136,6 +136,25 @@ class JobUsageHour(models.Model):
         return f"job {self.job_id}, hour {self.start:%Y-%m-%d %H:00}"
 
 
+class JobUsageMinute(models.Model):
+    """A job's GPU time in one minute, as ``JobUsageHour``: what the GPU-hour ledger (``telemetry.ledger``) reads
+    for idle time and energy, so that a period ending mid-hour is counted to the minute. Kept as minute rollups."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="usage_minutes")
+    start = models.DateTimeField()
+    allocated_seconds = models.FloatField(default=0.0, help_text="GPU-seconds held")
+    idle_allocated_seconds = models.FloatField(default=0.0, help_text="GPU-seconds held while idle")
+    energy_j = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["-start"]
+        constraints = [models.UniqueConstraint(fields=["job", "start"], name="jobusageminute_one_per_job_and_minute")]
+        indexes = [models.Index(fields=["start"])]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}, minute {self.start:%Y-%m-%d %H:%M}"
+
+
 class Severity(models.TextChoices):
     INFO = "info", "info"
     WARNING = "warning", "warning"

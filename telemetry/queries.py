@@ -155,6 +155,10 @@ def _tenant_utilisation(start: datetime, end: datetime, tenant: Tenant) -> list[
     return [_point(row, None, HOURS.width) for row in grouped]
 
 
+def _job_hours(start: datetime, end: datetime) -> Any:
+    return JobUsageHour.objects.filter(start__gte=floor(start, HOURS.width), start__lt=end)
+
+
 def _point(row: Mapping[str, Any], util: float | None, width: timedelta) -> UtilisationPoint:
     seconds = width.total_seconds()
     return UtilisationPoint(row["start"], util, row["held"] / seconds, row["idle"] / seconds,
@@ -202,50 +206,6 @@ def _bucket_starts(first: datetime, end: datetime, width: timedelta) -> list[dat
     """Every bucket start from ``first`` (a bucket start) up to ``end``."""
     count = max(0, -(-(end - first) // width))  # ceiling division
     return [first + i * width for i in range(count)]
-
-
-def energy_kwh_by_tenant(start: datetime, end: datetime) -> dict[str, float]:
-    """Energy of each tenant's jobs' GPUs, in kWh (GPUs no job held are nobody's)."""
-    rows = _by_tenant(start, end).annotate(energy=Sum("energy_j"))
-    return {name: energy / JOULES_PER_KWH for name, energy in rows.values_list("job__tenant__name", "energy")}
-
-
-def idle_allocated_by_tenant(start: datetime, end: datetime) -> dict[str, float]:
-    """GPU-hours each tenant's jobs held GPUs that were idle (utilisation below ``TELEMETRY_IDLE_UTIL``)."""
-    rows = _by_tenant(start, end).annotate(idle=Sum("idle_allocated_seconds"))
-    return {name: idle / 3600 for name, idle in rows.values_list("job__tenant__name", "idle")}
-
-
-def _by_tenant(start: datetime, end: datetime) -> Any:
-    return _job_hours(start, end).values("job__tenant__name").order_by("job__tenant__name")
-
-
-def _job_hours(start: datetime, end: datetime) -> Any:
-    return JobUsageHour.objects.filter(start__gte=floor(start, HOURS.width), start__lt=end)
-
-
-@dataclass(frozen=True)
-class JobIdle:
-    job_id: int
-    job: str
-    tenant: str
-    allocated_gpu_hours: float
-    idle_allocated_gpu_hours: float
-
-
-def idle_allocated_by_job(start: datetime, end: datetime, *, tenant: Tenant | None = None,
-                          limit: int | None = None) -> list[JobIdle]:
-    """Jobs by idle-allocated GPU-hours over the range, most idle first (ties: job id)."""
-    rows = _job_hours(start, end)
-    if tenant is not None:
-        rows = rows.filter(job__tenant=tenant)
-    grouped = rows.values("job_id", "job__name", "job__tenant__name").annotate(
-        held=Sum("allocated_seconds"), idle=Sum("idle_allocated_seconds")
-    ).order_by("-idle", "job_id")
-    return [
-        JobIdle(r["job_id"], r["job__name"], r["job__tenant__name"], r["held"] / 3600, r["idle"] / 3600)
-        for r in (grouped[:limit] if limit else grouped)
-    ]
 
 
 # --- dashboards (cluster_ops/dashboards/): the live state and binned heatmaps ----------------------------------------
@@ -324,34 +284,7 @@ def gpu_heatmap_binned(start: datetime, end: datetime, *, max_columns: int = 180
     return Heatmap(list(labels.values()), starts, util)
 
 
-# --- reports (cluster_ops/reports/): who used the GPUs, GPU failures and downtime ------------------------------------
-
-
-@dataclass(frozen=True)
-class OwnerUsage:
-    """GPU time of one owner's jobs in one tenant (``owner`` is "" for jobs without an owner)."""
-
-    owner: str
-    tenant: str
-    jobs: int
-    gpu_hours: float
-    idle_gpu_hours: float
-
-
-def gpu_hours_by_owner(start: datetime, end: datetime, *, tenant: Tenant | None = None,
-                       limit: int | None = None) -> list[OwnerUsage]:
-    """GPU-hours held by each owner's jobs (per owner and tenant, from job hours), most first."""
-    rows = _job_hours(start, end)
-    if tenant is not None:
-        rows = rows.filter(job__tenant=tenant)
-    grouped = rows.values("job__owner__username", "job__tenant__name").annotate(
-        jobs=Count("job", distinct=True), held=Sum("allocated_seconds"), idle=Sum("idle_allocated_seconds"),
-    ).order_by("-held", "job__owner__username", "job__tenant__name")
-    return [
-        OwnerUsage(r["job__owner__username"] or "", r["job__tenant__name"], r["jobs"], r["held"] / 3600,
-                   r["idle"] / 3600)
-        for r in (grouped[:limit] if limit else grouped)
-    ]
+# --- reports (cluster_ops/reports/): GPU failures and downtime (GPU-hour totals: telemetry.ledger) ---------------
 
 
 @dataclass(frozen=True)

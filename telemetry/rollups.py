@@ -14,7 +14,7 @@ the reading, and the job attached at ingest held the GPU when ``cur`` was read.
   those, the ones whose utilisation is below ``TELEMETRY_IDLE_UTIL`` % (unknown utilisation
   counts as allocated, not idle);
 * a gap longer than ``MAX_GAP`` is time nobody watched: it adds no seconds and no energy;
-* ``JobUsageHour``: the same intervals summed per job and hour;
+* ``JobUsageMinute`` and ``JobUsageHour``: the same intervals summed per job and minute, and per job and hour;
 * ``ScopeMinute``, written with each run of minutes: the cluster's and each node's minute, summed from the GPU
   minutes just written, and each tenant's, from the intervals its jobs' samples describe (``write_scope_minutes``).
 
@@ -45,7 +45,7 @@ from django.db.models.functions import Trunc
 
 from scheduler.models import Job
 
-from .models import GpuHour, GpuMinute, GpuSample, JobUsageHour, RollupCursor, ScopeMinute
+from .models import GpuHour, GpuMinute, GpuSample, JobUsageHour, JobUsageMinute, RollupCursor, ScopeMinute
 from .storage import latest_per_gpu
 
 MAX_GAP = timedelta(minutes=5)  # two samples further apart than this are not one observed interval
@@ -290,11 +290,17 @@ def _recompute(level: Level, start: datetime, end: datetime) -> None:
     level.model.objects.bulk_create((_rollup_row(level, key, b) for key, b in buckets.items()), batch_size=2000)
     if level is MINUTES:
         write_scope_minutes(start, end, tenant_minutes(jobs))
-    if level is HOURS:
-        JobUsageHour.objects.filter(start__gte=start, start__lt=end).delete()
-        JobUsageHour.objects.bulk_create(
-            JobUsageHour(job_id=job_id, start=hour, **vars(job.usage)) for (job_id, hour), job in jobs.items()
-        )
+    job_model: type[JobUsageMinute] | type[JobUsageHour] = JobUsageMinute if level is MINUTES else JobUsageHour
+    known = existing_jobs(jobs)
+    job_model.objects.filter(start__gte=start, start__lt=end).delete()
+    rows: list[Any] = [job_model(job_id=job_id, start=bucket, **vars(job.usage))
+                       for (job_id, bucket), job in jobs.items() if job_id in known]
+    job_model.objects.bulk_create(rows, batch_size=2000)
+
+
+def existing_jobs(jobs: dict[tuple[int, datetime], JobBucket]) -> set[int]:
+    """The job ids of ``jobs`` still in the database (a job deleted since its samples were taken is nobody's)."""
+    return set(Job.objects.filter(pk__in={job_id for job_id, _ in jobs}).values_list("pk", flat=True))
 
 
 def _consecutive(start: datetime, end: datetime) -> Iterator[tuple[Sample | None, Sample]]:

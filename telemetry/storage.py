@@ -24,7 +24,7 @@ from django.db.models.functions import RowNumber
 
 from scheduler.models import Allocation, Gpu
 
-from .models import GpuEvent, GpuHour, GpuMinute, GpuSample, JobUsageHour, ScopeMinute, Severity
+from .models import GpuEvent, GpuHour, GpuMinute, GpuSample, JobUsageHour, JobUsageMinute, ScopeMinute, Severity
 from .readings import EventKind, GpuEventReading, GpuReading
 
 logger = logging.getLogger(__name__)
@@ -97,6 +97,7 @@ def prune(now: datetime) -> dict[str, int]:
         "samples": GpuSample.objects.filter(at__lt=raw).delete()[0],
         "minutes": GpuMinute.objects.filter(start__lt=minute).delete()[0],
         "scope_minutes": ScopeMinute.objects.filter(start__lt=minute).delete()[0],
+        "job_minutes": JobUsageMinute.objects.filter(start__lt=minute).delete()[0],
         "hours": GpuHour.objects.filter(start__lt=hour).delete()[0],
         "job_hours": JobUsageHour.objects.filter(start__lt=hour).delete()[0],
     }

@@ -23,7 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from scheduler.models import Allocation, Gpu, GpuHealth, Node, Tenant
-from telemetry import queries
+from telemetry import ledger, queries
 from telemetry.rollups import HOURS, MINUTES, Level, floor
 
 from . import common
@@ -208,19 +208,17 @@ def idle(range_value: str, scope_value: str | None, *, user: User | AnonymousUse
     scope = resolve(scope_value, user)
     start, end = _window(range_value)
     visible = set(Tenant.objects.visible_to(user).values_list("name", flat=True))
-    jobs = [j for j in queries.idle_allocated_by_job(start, end) if j.tenant in visible]
-    if scope is not None and scope.tenant is not None:
-        jobs = [j for j in jobs if j.tenant == scope.tenant.name]
+    books = ledger.read(start, end, tenant=scope.tenant if scope is not None else None)
+    jobs = [j for j in books.lines if j.tenant in visible]
     if not jobs:
-        empty = common.empty_figure("No GPU-hours held by jobs in this range yet:<br>per-job figures are hourly, "
-                                    "the first come<br>after the first full hour of telemetry.")
+        empty = common.empty_figure("No GPU-hours held by jobs in this range yet.")
         return empty, empty
-    idle_jobs = [j for j in jobs[:TOP_JOBS] if j.idle_allocated_gpu_hours > 0]
+    idle_jobs = [j for j in books.idle_jobs() if j.tenant in visible][:TOP_JOBS]
     return _by_tenant_figure(jobs), (_by_job_figure(idle_jobs) if idle_jobs else
                                      common.empty_figure("No job held GPUs while idle in this range."))
 
 
-def _by_tenant_figure(jobs: list[queries.JobIdle]) -> go.Figure:
+def _by_tenant_figure(jobs: list[ledger.JobLine]) -> go.Figure:
     held: dict[str, float] = {}
     idle: dict[str, float] = {}
     for j in jobs:
@@ -236,7 +234,7 @@ def _by_tenant_figure(jobs: list[queries.JobIdle]) -> go.Figure:
     return common.styled(fig, x_title="tenant", y_title="GPU-hours", height=300)
 
 
-def _by_job_figure(jobs: list[queries.JobIdle]) -> go.Figure:
+def _by_job_figure(jobs: list[ledger.JobLine]) -> go.Figure:
     labels = [f"{j.job} (#{j.job_id}, {j.tenant})" for j in jobs]
     fig = go.Figure([
         go.Bar(name="idle while held", y=labels, x=[j.idle_allocated_gpu_hours for j in jobs], orientation="h",

@@ -2,29 +2,30 @@
 
 Every figure comes from its single home; this module only chooses, scopes and compares them:
 
-* **Coverage**: the part of the period with data, from the first data (a job submitted, a minute of telemetry) or
-  the period's start, to the period's end or ``now``. A period still running or without data for part of it is
-  *incomplete*, said on every format; rates (allocated share, GPUs held per hour, hours over or under quota) are
-  over the covered hours, and recommendations come only from complete periods with telemetry for at least
-  ``MIN_TELEMETRY_SHARE`` of their hours (``recommendation_gate``).
-* GPU-hours allocated, idle-allocated and energy over time: ``telemetry.queries.series`` by the hour over the
-  covered part (hour rollups for the cluster, job hours for a tenant, the running hour from its minutes).
-  **Used** GPU-hours = allocated − idle-allocated (held while utilisation was at or above ``TELEMETRY_IDLE_UTIL``).
-  **Allocation** = allocated ÷ (GPUs × hours covered) for the cluster, ÷ (quota × hours covered) for a tenant.
-  **Utilisation** = the mean of the hourly mean GPU utilisation (cluster only: not kept per job).
+* **Coverage**: the part of the period with data, from the cluster's first data (its first allocation or
+  telemetry minute: ``telemetry.ledger.first_data_at``) or the period's start, to the period's end or ``now``. A
+  period still running or without data for part of it is *incomplete*, said on every format; rates (allocated
+  share, average GPUs held) are over the covered hours, and recommendations come only from complete periods with
+  telemetry for at least ``MIN_TELEMETRY_SHARE`` of their hours (``recommendation_gate``).
+* **Every GPU-hour and energy figure** — the summary, the tenant rows, the top users, the idle jobs, the accounting
+  rows — is a sum over one ``telemetry.ledger.Ledger`` of the covered part: held time from the allocations'
+  intervals clipped to it, idle time and energy from the telemetry minutes. So summary = tenants = users =
+  accounting CSV, to the GPU-second. **Used** = held − idle-held (held while utilisation was below
+  ``TELEMETRY_IDLE_UTIL``). **Allocation** = held ÷ (GPUs × hours covered) for the cluster, ÷ (quota × hours
+  covered) for a tenant, = average GPUs held ÷ capacity. Borrowed GPU-hours and the time over or under quota:
+  ``ledger.held_over_time``, exact. Cluster energy = tenants' + GPUs held by no job (``unheld_kwh``), marked
+  modelled where simulated samples supplied it; costs in ``CURRENCY``.
+* **Utilisation** = the mean of the hourly mean GPU utilisation (cluster only: not kept per job), and the usage
+  chart: ``telemetry.queries.series`` by the hour over the covered part.
 * JCT (jobs that succeeded in the period) and queueing delay (jobs first started in it):
   ``cluster_ops.dashboards.jobs_data.completion_times``; percentiles: ``scheduler.sim.metrics.percentile``.
-* Held GPUs per tenant and hour, borrowing (held above quota): ``dashboards.fairness_data.shares_over_time``;
-  finish-time fairness ρ: ``dashboards.fairness_data.finish_time_fairness``.
+* Finish-time fairness ρ: ``dashboards.fairness_data.finish_time_fairness``.
 * **Jain's index** over the period, as the simulator defines it for a run (``scheduler.sim.metrics``): share of
-  GPU-hours ÷ entitlement (quota-proportional, ``entitlements``) over the tenants with demand — GPU time in the
-  period or a job submitted before its end and unfinished at its start — then ``jain_index``.
-* Energy per tenant: ``telemetry.queries.energy_kwh_by_tenant``; facility energy, CO₂ and cost: ``telemetry.power``'s
-  ``PowerModel`` defaults (PUE 1.58, 475 g/kWh, 0.10 per kWh).
-* Top users, GPU failures and node downtime: ``telemetry.queries`` (``gpu_hours_by_owner``, ``gpu_failures``,
-  ``node_downtime``); idle jobs: ``idle_allocated_by_job``. Recommendations: ``recommend``.
-* **Accounting** (``accounting``): exact GPU-hours per tenant and owner, from the allocations' own intervals clipped
-  to the covered part (not from rollups), as Slurm's ``sreport`` reports accounts.
+  GPU-hours (the ledger's) ÷ entitlement (quota-proportional, ``entitlements``) over the tenants with demand — GPU
+  time in the period or a job submitted before its end and unfinished at its start — then ``jain_index``.
+* Facility energy, CO₂ and cost: ``telemetry.power``'s ``PowerModel`` (PUE 1.58, 475 g/kWh, 0.10 per kWh).
+* GPU failures and node downtime: ``telemetry.queries`` (``gpu_failures``, ``node_downtime``). Recommendations:
+  ``recommend``. On a Slurm cluster, the accounting rows beside ``sacct``'s (``cluster_accounting_notes``).
 
 A tenant's report holds only that tenant: its own rows, its users and jobs; cluster-wide sections (other tenants,
 GPU failures, downtime, fairness across tenants, what-if runs) are left out.
@@ -36,20 +37,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
-from cluster_ops.dashboards.fairness_data import Shares, finish_time_fairness, shares_over_time
+from cluster_ops.dashboards.fairness_data import finish_time_fairness
 from cluster_ops.dashboards.jobs_data import completion_times
 from scheduler.live.config import scheduler_settings
-from scheduler.models import Allocation, ExecutorKind, Gpu, Job, JobState, Tenant
+from scheduler.models import ExecutorKind, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, jain_index, percentile
 from scheduler.slurm.accounting import sacct_comparison
-from telemetry import queries
-from telemetry.models import GpuHour, ScopeMinute
+from telemetry import ledger, queries
 from telemetry.power import PowerModel
-from telemetry.rollups import CLUSTER_SCOPE, HOURS
+from telemetry.rollups import HOURS
 
 from . import recommend
 from .periods import Period
@@ -99,23 +100,13 @@ def _local(at: datetime) -> str:
     return f"{timezone.localtime(at):%Y-%m-%d %H:%M}"
 
 
-def first_data_at() -> datetime | None:
-    """When the cluster first had anything to report: a job submitted, a minute or an hour of telemetry."""
-    firsts = [Job.objects.aggregate(at=Min("submitted_at"))["at"], GpuHour.objects.aggregate(at=Min("start"))["at"],
-              ScopeMinute.objects.filter(scope=CLUSTER_SCOPE).aggregate(at=Min("start"))["at"]]
-    known = [at for at in firsts if at is not None]
-    return min(known) if known else None
-
-
 def coverage_of(period: Period, now: datetime) -> Coverage:
-    """From the first data in the period (or its start) to its end or ``now``, whichever is first."""
-    first = first_data_at()
-    start = max(period.start, first) if first is not None else period.end
+    """From the cluster's first data (``ledger.first_data_at``: its first allocation or telemetry minute) or the
+    period's start, to its end or ``now``, whichever is first; with the seconds of that part with telemetry."""
+    first = ledger.first_data_at()
     end = min(period.end, max(now, period.start))
-    hours = GpuHour.objects.filter(start__gte=period.start, start__lt=end).values("start").distinct().count()
-    running = ScopeMinute.objects.filter(scope=CLUSTER_SCOPE, start__gte=max(period.start, end - HOURS.width),
-                                         start__lt=end).count() if end < period.end else 0
-    return Coverage(period, min(start, end), end, hours + running / 60)
+    start = min(max(period.start, first), end) if first is not None else end
+    return Coverage(period, start, end, ledger.telemetry_seconds(start, end) / 3600)
 
 
 def recommendation_gate(coverage: Coverage) -> str | None:
@@ -184,6 +175,17 @@ class Account:
 
 
 @dataclass(frozen=True)
+class OwnerUsage:
+    """GPU time of one owner's jobs in one tenant (``owner`` "" for jobs without an owner)."""
+
+    owner: str
+    tenant: str
+    jobs: int
+    gpu_hours: float
+    idle_gpu_hours: float
+
+
+@dataclass(frozen=True)
 class FailedJob:
     job_id: int
     name: str
@@ -203,8 +205,8 @@ class ReportContent:
     kpis: list[Kpi]
     usage: list[queries.UtilisationPoint]  # hourly, over the covered part
     tenants: list[TenantRow]
-    top_users: list[queries.OwnerUsage]
-    idle_jobs: list[queries.JobIdle]
+    top_users: list[OwnerUsage]
+    idle_jobs: list[ledger.JobLine]
     failed_jobs: list[FailedJob]
     waits_h: list[float]  # queueing delays of the jobs first started in the period
     failures: queries.GpuFailures | None  # cluster reports only
@@ -215,6 +217,9 @@ class ReportContent:
     empty: bool
     notes: list[str] = field(default_factory=list)
     withheld: str | None = None  # why there are no recommendations, when they were not looked for
+    unheld_kwh: float | None = None  # energy of GPUs no job held (cluster reports)
+    energy_modelled: bool = False  # some energy came from the power model (simulated samples), not a counter
+    currency: str = "EUR"  # of every cost
 
     @property
     def scope(self) -> str:
@@ -228,24 +233,21 @@ def build_content(period: Period, tenant: Tenant | None, now: datetime) -> Repor
     power, total_gpus = PowerModel(), Gpu.objects.count()
     coverage, before = coverage_of(period, now), coverage_of(period.previous, now)
     covered = coverage.covered
+    books, earlier_books = read_ledger(coverage, tenant, now), read_ledger(before, tenant, now)
     usage = usage_of(covered, tenant)
-    shares = shares_over_time(REPORT_VIEWER, covered.start, covered.end, now=now)
-    earlier = shares_over_time(REPORT_VIEWER, before.covered.start, before.covered.end, now=now)
-    figures = period_figures(covered, tenant, power, total_gpus, shares, usage)
-    previous = period_figures(before.covered, tenant, power, total_gpus, earlier)
-    rows = [row for row in tenant_rows(covered, shares, earlier, power) if tenant is None or row.name == tenant.name]
-    idle_jobs = [job for job in queries.idle_allocated_by_job(period.start, period.end, tenant=tenant)
-                 if job.idle_allocated_gpu_hours > 0]
+    figures = period_figures(covered, tenant, power, total_gpus, books, usage)
+    previous = period_figures(before.covered, tenant, power, total_gpus, earlier_books)
+    rows = [row for row in tenant_rows(books, earlier_books, power) if tenant is None or row.name == tenant.name]
+    idle_jobs = books.idle_jobs()
     cluster = tenant is None
     gate = recommendation_gate(coverage)
-    accounts = accounting(covered, tenant, now)
-    notes = [note for note in (coverage.note(now),) if note] + cluster_accounting_notes(covered, tenant, accounts,
-                                                                                              now)
+    accounts = accounting(books)
+    notes = [note for note in (coverage.note(now), ledger_note(books)) if note]
+    notes += cluster_accounting_notes(covered, tenant, accounts, now)
     content = ReportContent(
         period=period, tenant=tenant.name if tenant else None, generated_at=now, total_gpus=total_gpus,
         quota=tenant.gpu_quota if tenant else None, coverage=coverage, kpis=kpis(figures, previous, cluster),
-        usage=usage,
-        tenants=rows, top_users=queries.gpu_hours_by_owner(period.start, period.end, tenant=tenant, limit=TOP),
+        usage=usage, tenants=rows, top_users=top_users(books)[:TOP],
         idle_jobs=idle_jobs[:TOP], failed_jobs=failed_jobs(period, tenant), waits_h=figures["waits_h"],
         failures=queries.gpu_failures(period.start, period.end) if cluster else None,
         downtime=queries.node_downtime(period.start, period.end) if cluster else [],
@@ -253,27 +255,41 @@ def build_content(period: Period, tenant: Tenant | None, now: datetime) -> Repor
         recommendations=[] if gate else recommend.recommendations(rows, idle_jobs, now if cluster else None,
                                                                     hours=coverage.hours),
         power=power, empty=is_empty(period, tenant, figures), notes=notes, withheld=gate,
+        unheld_kwh=books.unheld_energy_j / ledger.JOULES_PER_KWH if cluster else None,
+        energy_modelled=books.energy_modelled, currency=settings.CURRENCY,
     )
     return content
 
 
-def accounting(covered: Period, tenant: Tenant | None, now: datetime) -> list[Account]:
+def read_ledger(coverage: Coverage, tenant: Tenant | None, now: datetime) -> ledger.Ledger:
+    """The ledger of the covered part of a period (nothing when none of it is covered)."""
+    end = min(coverage.end, now)
+    return ledger.read(coverage.start, max(coverage.start, end), tenant=tenant)
+
+
+def ledger_note(books: ledger.Ledger) -> str | None:
+    if books.hour_resolution_before is None:
+        return None
+    return (f"Idle GPU-hours and energy before {_local(books.hour_resolution_before)} are counted in whole hours "
+            "(minute rollups are no longer kept there); GPU-hours held are exact throughout.")
+
+
+def accounting(books: ledger.Ledger) -> list[Account]:
     """Per tenant (its total first) and owner: the jobs that held GPUs in the covered part and their GPU-seconds
-    there, each allocation's interval clipped to it (an open one runs to ``now``)."""
-    start, end = covered.start, min(covered.end, now)
-    held = Allocation.objects.filter(started_at__lt=end).filter(Q(ended_at__isnull=True) | Q(ended_at__gt=start))
-    if tenant is not None:
-        held = held.filter(job__tenant=tenant)
-    seconds: dict[tuple[str, str], float] = {}
-    jobs: dict[tuple[str, str], set[int]] = {}
-    rows = held.order_by().values_list("job__tenant__name", "job__owner__username", "job_id", "started_at", "ended_at")
-    for name, owner, job_id, began, ended in rows.iterator(chunk_size=5000):
-        overlap = (min(end, ended or end) - max(start, began)).total_seconds()
-        for key in ((name, ""), (name, owner or "(no owner)")):
-            seconds[key] = seconds.get(key, 0.0) + max(0.0, overlap)
-            jobs.setdefault(key, set()).add(job_id)
-    return [Account(name, owner, len(jobs[(name, owner)]), seconds[(name, owner)])
-            for name, owner in sorted(seconds, key=lambda key: (key[0], key[1] != "", -seconds[key], key[1]))]
+    there (the ledger's held time: each allocation's interval clipped to it)."""
+    held = [line for line in books.lines if line.usage.gpu_seconds > 0]
+    by_tenant = ledger._grouped(held, lambda line: line.tenant)
+    by_owner = ledger._grouped(held, lambda line: (line.tenant, line.owner))
+    accounts = [Account(name, "", len(u.jobs), u.gpu_seconds) for name, u in by_tenant.items()]
+    accounts += [Account(name, owner, len(u.jobs), u.gpu_seconds) for (name, owner), u in by_owner.items()]
+    return sorted(accounts, key=lambda a: (a.tenant, a.owner != "", -a.gpu_seconds, a.owner))
+
+
+def top_users(books: ledger.Ledger) -> list[OwnerUsage]:
+    """Owners by GPU-hours held in the span (the ledger's), most first."""
+    rows = [OwnerUsage("" if owner == ledger.NO_OWNER else owner, name, len(u.jobs), u.gpu_hours, u.idle_gpu_hours)
+            for (name, owner), u in books.by_owner().items()]
+    return sorted(rows, key=lambda row: (-row.gpu_hours, row.owner, row.tenant))
 
 
 def cluster_accounting_notes(covered: Period, tenant: Tenant | None, accounts: list[Account],
@@ -291,24 +307,25 @@ def usage_of(covered: Period, tenant: Tenant | None) -> list[queries.Utilisation
     return queries.series(covered.start, covered.end, tenant=tenant, step=HOURS)
 
 
-def period_figures(period: Period, tenant: Tenant | None, power: PowerModel, total_gpus: int, shares: Shares,
+def period_figures(period: Period, tenant: Tenant | None, power: PowerModel, total_gpus: int, books: ledger.Ledger,
                    usage: list[queries.UtilisationPoint] | None = None) -> dict[str, Any]:
-    """The KPI values of one period (module docstring), keyed as ``kpis`` reads them."""
+    """The KPI values of one period (module docstring), keyed as ``kpis`` reads them; every GPU-hour and energy
+    figure from ``books``, the ledger of the period's covered part."""
     start, end, name = period.start, period.end, tenant.name if tenant else None
     points = usage if usage is not None else usage_of(period, tenant)
-    allocated = sum(p.gpu_hours(HOURS.width) for p in points)
-    idle = sum(p.idle_gpu_hours(HOURS.width) for p in points)
-    capacity = (tenant.gpu_quota if tenant else total_gpus) * period.hours
+    total = books.total()
+    hours = (books.end - books.start).total_seconds() / 3600
+    capacity = (tenant.gpu_quota if tenant else total_gpus) * hours
     util = [p.gpu_util for p in points if p.gpu_util is not None]
     times = completion_times(REPORT_VIEWER, start, end, tenant=name)
     waits_h = [s / 3600 for s in times.queueing.values]
-    it_kwh = (queries.energy_kwh_by_tenant(start, end).get(tenant.name, 0.0) if tenant
-              else sum(p.energy_kwh for p in points))
+    it_kwh = total.kwh if tenant else books.gpu_energy_j / ledger.JOULES_PER_KWH
     rho = finish_time_fairness(REPORT_VIEWER, start, end, tenant=name)
     finished = job_counts(period, tenant)
     return {
-        "gpu_hours": allocated, "used_gpu_hours": allocated - idle, "idle_gpu_hours": idle,
-        "allocation": allocated / capacity if capacity > 0 else None,
+        "gpu_hours": total.gpu_hours, "used_gpu_hours": total.gpu_hours - total.idle_gpu_hours,
+        "idle_gpu_hours": total.idle_gpu_hours,
+        "allocation": total.gpu_hours / capacity if capacity > 0 else None,
         "utilisation": sum(util) / len(util) if util else None,
         "succeeded": finished.get(JobState.SUCCEEDED, 0), "failed": finished.get(JobState.FAILED, 0),
         "cancelled": finished.get(JobState.CANCELLED, 0),
@@ -317,7 +334,7 @@ def period_figures(period: Period, tenant: Tenant | None, power: PowerModel, tot
         "wait_p99_min": _minutes(times.queueing.p99), "waits_h": waits_h,
         "it_kwh": it_kwh, "facility_kwh": power.facility_kwh(it_kwh), "co2_kg": power.co2_kg(it_kwh),
         "cost": power.cost(it_kwh), "ftf_p50": rho.p50, "ftf_p99": rho.p99, "unfair": rho.unfair_fraction,
-        "jain": None if tenant else period_jain(period, shares),
+        "jain": None if tenant else period_jain(period, books),
         **(cluster_failure_figures(period) if tenant is None else {}),
     }
 
@@ -359,7 +376,7 @@ KPI_ROWS = (
     ("it_kwh", "GPU energy", "kWh", 1, False),
     ("facility_kwh", "Facility energy (× PUE)", "kWh", 1, False),
     ("co2_kg", "CO₂", "kg", 1, False),
-    ("cost", "Energy cost", "currency", 2, False),
+    ("cost", "Energy cost", "", 2, False),  # its unit: the configured CURRENCY (``kpis``)
     ("lost_events", "GPUs lost (events)", "", 0, True),
     ("xid_events", "XID errors", "", 0, True),
     ("lost_gpu_hours", "GPU-hours lost (GPUs down)", "GPU-h", 1, True),
@@ -370,8 +387,9 @@ KPI_ROWS = (
 def kpis(now: dict[str, Any], before: dict[str, Any], cluster: bool) -> list[Kpi]:
     scale = {"allocation": 100.0}  # fractions shown as percentages
     labels = {} if cluster else {"allocation": "Allocated share of quota"}
+    units = {"cost": settings.CURRENCY}
     return [
-        Kpi(key, labels.get(key, label), unit, _scaled(now.get(key), scale.get(key)),
+        Kpi(key, labels.get(key, label), units.get(key, unit), _scaled(now.get(key), scale.get(key)),
             _scaled(before.get(key), scale.get(key)), digits)
         for key, label, unit, digits, cluster_only in KPI_ROWS if cluster or not cluster_only
     ]
@@ -397,39 +415,41 @@ def alive(period: Period) -> Any:
         Q(finished_at__isnull=True) | Q(finished_at__gte=period.start))
 
 
-def period_jain(period: Period, shares: Shares) -> float | None:
+def period_jain(period: Period, books: ledger.Ledger) -> float | None:
     """Jain's index of GPU-hours share ÷ entitlement over the tenants with demand (module docstring)."""
-    used = {series.tenant: sum(series.held) for series in shares.tenants}
-    wanting = {name for name, hours in used.items() if hours > 0}
+    used = {name: usage.gpu_seconds for name, usage in books.by_tenant().items()}
+    wanting = {name for name, seconds in used.items() if seconds > 0}
     wanting |= set(alive(period).values_list("tenant__name", flat=True))
     quotas = dict(Tenant.objects.values_list("name", "gpu_quota"))
     entitled = entitlements(wanting, quotas) if wanting else {}
     return jain_index([used.get(name, 0.0) / share for name, share in entitled.items()]) if entitled else None
 
 
-def tenant_rows(period: Period, shares: Shares, earlier: Shares, power: PowerModel) -> list[TenantRow]:
-    """One row per tenant in ``shares`` (every tenant, for the report's viewer)."""
-    energy = queries.energy_kwh_by_tenant(period.start, period.end)
-    idle = queries.idle_allocated_by_tenant(period.start, period.end)
-    jobs = Job.objects.filter(finished_at__gte=period.start, finished_at__lt=period.end)
+def tenant_rows(books: ledger.Ledger, earlier: ledger.Ledger, power: PowerModel) -> list[TenantRow]:
+    """One row per tenant, every figure from the ledger (held time over the covered part exactly)."""
+    usage, before = books.by_tenant(), earlier.by_tenant()
+    seconds = (books.end - books.start).total_seconds()
+    tenants = list(Tenant.objects.order_by("name"))
+    over_time = ledger.held_over_time(books.start, books.end, {t.name: t.gpu_quota for t in tenants})
+    jobs = Job.objects.filter(finished_at__gte=books.start, finished_at__lt=books.end)
     states = {(name, state): n for name, state, n in
               jobs.values_list("tenant__name", "state").annotate(n=Count("id")).order_by()}
-    before = {series.tenant: sum(series.held) for series in earlier.tenants}
     rows = []
-    for series in shares.tenants:
-        held, quota, kwh = series.held, series.quota, energy.get(series.tenant, 0.0)
-        hours = len(held) or 1
-        gpu_hours = sum(held)
+    for tenant in tenants:
+        mine, quota, times = usage.get(tenant.name, ledger.Usage()), tenant.gpu_quota, over_time[tenant.name]
+        avg_gpus = mine.gpu_seconds / seconds if seconds > 0 else 0.0
+        kwh = mine.kwh
         rows.append(TenantRow(
-            name=series.tenant, quota=quota, gpu_hours=gpu_hours,
-            previous_gpu_hours=before.get(series.tenant, 0.0),
-            avg_gpus=gpu_hours / hours, quota_use=gpu_hours / hours / quota if quota else None,
-            borrowed_gpu_hours=sum(series.borrowed), over_quota_hours=sum(h > quota for h in held) / hours,
-            under_quota_hours=sum(h < quota / 2 for h in held) / hours if quota else 0.0,
-            idle_gpu_hours=idle.get(series.tenant, 0.0), it_kwh=kwh, facility_kwh=power.facility_kwh(kwh),
+            name=tenant.name, quota=quota, gpu_hours=mine.gpu_hours,
+            previous_gpu_hours=before.get(tenant.name, ledger.Usage()).gpu_hours,
+            avg_gpus=avg_gpus, quota_use=avg_gpus / quota if quota else None,
+            borrowed_gpu_hours=times.borrowed_gpu_seconds / 3600,
+            over_quota_hours=times.over_quota_seconds / seconds if seconds > 0 else 0.0,
+            under_quota_hours=times.under_half_seconds / seconds if seconds > 0 and quota else 0.0,
+            idle_gpu_hours=mine.idle_gpu_hours, it_kwh=kwh, facility_kwh=power.facility_kwh(kwh),
             co2_kg=power.co2_kg(kwh), cost=power.cost(kwh),
-            jobs_succeeded=states.get((series.tenant, JobState.SUCCEEDED), 0),
-            jobs_failed=states.get((series.tenant, JobState.FAILED), 0),
+            jobs_succeeded=states.get((tenant.name, JobState.SUCCEEDED), 0),
+            jobs_failed=states.get((tenant.name, JobState.FAILED), 0),
         ))
     return rows
 

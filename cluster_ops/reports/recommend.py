@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from scheduler.models import WhatIfRun, WhatIfStatus
 from scheduler.sim.metrics import SimulationSummary
 from scheduler.whatif.views import trade_off
-from telemetry.queries import JobIdle
+from telemetry.ledger import JobLine
 
 if TYPE_CHECKING:
     from .content import TenantRow
@@ -50,7 +50,7 @@ class Recommendation:
     text: str
 
 
-def recommendations(rows: Sequence[TenantRow], idle_jobs: Sequence[JobIdle],
+def recommendations(rows: Sequence[TenantRow], idle_jobs: Sequence[JobLine],
                     whatif_until: datetime | None, hours: float) -> list[Recommendation]:
     """Every recommendation, power caps first; ``whatif_until`` None leaves out what-if runs (tenant reports);
     ``hours``: the period's, which the quota figures are fractions of."""
@@ -125,8 +125,8 @@ def _compare(base: WhatIfRun, run: WhatIfRun) -> tuple[float, Recommendation] | 
     return energy.change, Recommendation("power cap", subject, text)
 
 
-def idle_timeout_candidates(rows: Sequence[TenantRow], idle_jobs: Sequence[JobIdle]) -> list[Recommendation]:
-    """``idle_jobs`` most idle first, as ``telemetry.queries.idle_allocated_by_job`` returns them."""
+def idle_timeout_candidates(rows: Sequence[TenantRow], idle_jobs: Sequence[JobLine]) -> list[Recommendation]:
+    """``idle_jobs`` most idle first, as ``telemetry.ledger.Ledger.idle_jobs`` returns them."""
     candidates = [job for job in idle_jobs if job.idle_allocated_gpu_hours >= IDLE_JOB_MIN_GPU_HOURS
                   and job.idle_allocated_gpu_hours >= IDLE_JOB_SHARE * job.allocated_gpu_hours]
     found = []

@@ -73,11 +73,16 @@ def render_csv(content: ReportContent) -> str:
             ("hours over quota", row.over_quota_hours, "fraction"),
             ("hours under half quota", row.under_quota_hours, "fraction"),
             ("GPU-hours idle-allocated", row.idle_gpu_hours, "GPU-h"), ("GPU energy", row.it_kwh, "kWh"),
-            ("facility energy", row.facility_kwh, "kWh"), ("CO2", row.co2_kg, "kg"), ("energy cost", row.cost, ""),
+            ("facility energy", row.facility_kwh, "kWh"), ("CO2", row.co2_kg, "kg"),
+            ("energy cost", row.cost, content.currency),
             ("jobs succeeded", row.jobs_succeeded, "jobs"), ("jobs failed", row.jobs_failed, "jobs"),
         ):
             previous = row.previous_gpu_hours if metric == "GPU-hours allocated" else None
             writer.writerow(["tenant", row.name, metric, _cell(value), _cell(previous), unit])
+    if content.unheld_kwh is not None:
+        writer.writerow(["energy", "GPUs held by no job", "GPU energy", _cell(content.unheld_kwh), "", "kWh"])
+    if content.energy_modelled:
+        writer.writerow(["energy", scope, "modelled", "yes", "", ""])
     for user in content.top_users:
         writer.writerow(["top users", f"{user.owner or '(no owner)'} ({user.tenant})", "GPU-hours allocated",
                          _cell(user.gpu_hours), "", "GPU-h"])

@@ -22,10 +22,11 @@ from cluster_ops.dispatch import send_after_commit
 from cluster_ops.liveness import Heartbeat, stopped_beating
 from cluster_ops.models import Report, ReportStatus
 from scheduler.models import Tenant
+from telemetry.ledger import first_data_at
 
 from . import deliver, render
 from .charts import Chart, draw_charts
-from .content import EMPTY_NOTE, ReportContent, build_content, first_data_at
+from .content import EMPTY_NOTE, ReportContent, build_content
 from .periods import Period, last_complete
 
 logger = logging.getLogger(__name__)
@@ -123,7 +124,7 @@ def _replace_files(report: Report, files: dict[str, bytes]) -> None:
 
 
 def first_data_day() -> date | None:
-    """The first day the cluster has anything to report (``content.first_data_at``); None if none yet."""
+    """The first day the cluster has anything to report (``telemetry.ledger.first_data_at``); None if none yet."""
     first = first_data_at()
     return timezone.localtime(first).date() if first is not None else None
 

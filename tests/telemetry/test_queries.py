@@ -10,7 +10,7 @@ from django_celery_beat.models import PeriodicTask
 
 from scheduler import services
 from scheduler.models import Gpu, Job, Node, Tenant
-from telemetry import bench, queries, storage, tasks
+from telemetry import bench, ledger, queries, storage, tasks
 from telemetry.models import GpuHour, GpuMinute, JobUsageHour
 from telemetry.readings import GpuReading
 from telemetry.rollups import floor
@@ -53,14 +53,12 @@ def test_tenant_usage_comes_from_job_hours(job: Job, tenant: Tenant, other_tenan
                                 energy_j=3.6e6)
     points = queries.utilisation(T0, T0 + 2 * HOUR, tenant=tenant)
     assert points == [queries.UtilisationPoint(T0, None, 2, 1, 2), queries.UtilisationPoint(T0 + HOUR, None, 1, 0, 0)]
-    assert queries.energy_kwh_by_tenant(T0, T0 + 2 * HOUR) == {"language": 1, "vision": 2}
-    assert queries.idle_allocated_by_tenant(T0, T0 + 2 * HOUR) == {"language": 0.25, "vision": 1}
-    assert queries.idle_allocated_by_tenant(T0 + HOUR, T0 + 2 * HOUR) == {"vision": 0}
-    ranked = queries.idle_allocated_by_job(T0, T0 + 2 * HOUR)
-    assert [(r.job, r.tenant, r.allocated_gpu_hours, r.idle_allocated_gpu_hours) for r in ranked] == [
-        ("resnet", "vision", 3, 1), ("bert", "language", 1, 0.25)]
-    assert [r.job for r in queries.idle_allocated_by_job(T0, T0 + 2 * HOUR, tenant=other_tenant)] == ["bert"]
-    assert len(queries.idle_allocated_by_job(T0, T0 + 2 * HOUR, limit=1)) == 1
+    books = ledger.read(T0, T0 + 2 * HOUR)  # no job minutes kept: whole job hours
+    assert {name: usage.kwh for name, usage in books.by_tenant().items()} == {"language": 1, "vision": 2}
+    assert {name: usage.idle_gpu_hours for name, usage in books.by_tenant().items()} == {"language": 0.25, "vision": 1}
+    assert [(line.job, line.tenant, line.idle_allocated_gpu_hours) for line in books.idle_jobs()] == [
+        ("resnet", "vision", 1), ("bert", "language", 0.25)]
+    assert [line.job for line in ledger.read(T0, T0 + 2 * HOUR, tenant=other_tenant).lines] == ["bert"]
 
 
 def test_the_heatmap_has_a_cell_per_gpu_and_bucket(node: Node, second_node: Node) -> None:
@@ -97,7 +95,7 @@ def test_the_benchmark_reports_every_figure(db: None) -> None:
     report = bench.run(samples=40, gpus=16, repeats=1, now=T0)
     assert report["ingest"]["samples"] == 48 and report["ingest"]["calls"] == 3  # whole ticks of 16 GPUs
     assert set(report["queries_ms"]) == {"utilisation_7d_hours", "utilisation_2d_minutes", "heatmap_7d_hours",
-                                         "energy_by_tenant_7d", "idle_by_tenant_7d", "metrics_scrape"}
+                                         "ledger_7d", "metrics_scrape"}
     assert GpuHour.objects.filter(start__lt=T0).count() == 16 * 168
     assert GpuMinute.objects.filter(start__gte=T0).count() == 2 * 16  # the ingested minute and the live one
     assert len(queries.gpu_heatmap(T0 - 7 * 24 * HOUR, T0).starts) == 168

@@ -5,12 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.contrib.auth.models import User
 
-from scheduler import services
-from scheduler.models import Gpu, GpuHealth, Job, Node, Tenant
+from scheduler.models import Gpu, GpuHealth, Node
 from telemetry import queries
-from telemetry.models import GpuEvent, JobUsageHour
+from telemetry.models import GpuEvent
 from telemetry.readings import EventKind
 
 pytestmark = pytest.mark.django_db
@@ -62,18 +60,3 @@ def test_gpu_failures_count_events_and_health(node: Node) -> None:
     assert [(e.gpu, e.kind, e.code) for e in failures.recent] == [("node1/gpu1", "xid", 13), ("node1/gpu1", "xid", 79)]
 
 
-def test_gpu_hours_by_owner(tenant: Tenant, other_tenant: Tenant) -> None:
-    ann = User.objects.create_user("ann")
-
-    def job(name: str, owner: User | None, where: Tenant) -> Job:
-        return services.submit_job(tenant=where, name=name, workload_profile="bert", total_work=1, owner=owner)
-
-    a1, a2, b1 = job("a1", ann, tenant), job("a2", ann, tenant), job("b1", ann, other_tenant)
-    nobody = job("x", None, tenant)
-    for row, held, idle in ((a1, 7200, 3600), (a2, 3600, 0), (b1, 1800, 0), (nobody, 9000, 0)):
-        JobUsageHour.objects.create(job=row, start=T0, allocated_seconds=held, idle_allocated_seconds=idle)
-    rows = queries.gpu_hours_by_owner(T0, T0 + H)
-    assert [(r.owner, r.tenant, r.jobs, r.gpu_hours, r.idle_gpu_hours) for r in rows] == [
-        ("ann", "vision", 2, 3, 1), ("", "vision", 1, 2.5, 0), ("ann", "language", 1, 0.5, 0)]
-    assert [r.tenant for r in queries.gpu_hours_by_owner(T0, T0 + H, tenant=other_tenant)] == ["language"]
-    assert len(queries.gpu_hours_by_owner(T0, T0 + H, limit=1)) == 1

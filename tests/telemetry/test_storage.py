@@ -10,7 +10,16 @@ import pytest
 from scheduler import services
 from scheduler.models import Job, Node, Tenant
 from telemetry import storage
-from telemetry.models import GpuEvent, GpuHour, GpuMinute, GpuSample, JobUsageHour, ScopeMinute, Severity
+from telemetry.models import (
+    GpuEvent,
+    GpuHour,
+    GpuMinute,
+    GpuSample,
+    JobUsageHour,
+    JobUsageMinute,
+    ScopeMinute,
+    Severity,
+)
 from telemetry.readings import EventKind, GpuEventReading, GpuReading
 
 from .readings_helpers import GPU0, T0, allocate, at, ingest, reading
@@ -92,8 +101,12 @@ def test_prune_keeps_rows_exactly_at_the_cut_off(node: Node, job: Job, settings)
     JobUsageHour.objects.create(job=job, start=now - timedelta(days=366))
     ScopeMinute.objects.create(scope="cluster", start=now - timedelta(days=30))
     ScopeMinute.objects.create(scope="cluster", start=now - timedelta(days=30) - tick)
-    assert storage.prune(now) == {"samples": 1, "minutes": 1, "scope_minutes": 1, "hours": 1, "job_hours": 1}
+    JobUsageMinute.objects.create(job=job, start=now - timedelta(days=30))
+    JobUsageMinute.objects.create(job=job, start=now - timedelta(days=30) - tick)
+    assert storage.prune(now) == {"samples": 1, "minutes": 1, "scope_minutes": 1, "job_minutes": 1, "hours": 1,
+                                   "job_hours": 1}
     assert GpuSample.objects.get().at == now - timedelta(days=7)
     assert GpuMinute.objects.get().start == now - timedelta(days=30)
     assert GpuHour.objects.get().start == now - timedelta(days=365)
-    assert storage.prune(now) == {"samples": 0, "minutes": 0, "scope_minutes": 0, "hours": 0, "job_hours": 0}
+    assert storage.prune(now) == {"samples": 0, "minutes": 0, "scope_minutes": 0, "job_minutes": 0, "hours": 0,
+                                  "job_hours": 0}
