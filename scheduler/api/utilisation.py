@@ -21,7 +21,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from telemetry import queries
+from telemetry import ledger, queries
 from telemetry.rollups import HOURS, MINUTES
 
 from ..models import Node, Tenant
@@ -77,12 +77,21 @@ class UtilisationPointSerializer(serializers.Serializer):
     energy_kwh = serializers.FloatField()
 
 
+class TotalsSerializer(serializers.Serializer):
+    allocated_gpu_hours = serializers.FloatField(help_text="GPU-hours held by jobs, allocations clipped to the range")
+    idle_allocated_gpu_hours = serializers.FloatField(help_text="of those, held below the idle threshold")
+    energy_kwh = serializers.FloatField(help_text="GPU energy: the jobs' for a tenant, every GPU's for the cluster")
+    energy_modelled = serializers.BooleanField(help_text="some energy came from the power model, not a counter")
+
+
 class UtilisationSerializer(serializers.Serializer):
     scope = serializers.CharField()
     step = serializers.CharField()
     start = serializers.DateTimeField()
     end = serializers.DateTimeField()
     points = UtilisationPointSerializer(many=True)
+    totals = TotalsSerializer(allow_null=True, help_text="the range's totals from the GPU-hour ledger (the same as "
+                                                           "reports and exports); null for a node")
 
 
 class UtilisationView(APIView):
@@ -103,8 +112,18 @@ class UtilisationView(APIView):
         node, tenant = _scope(request, args["scope"])
         points = queries.series(args["start"], args["end"], node=node, tenant=tenant, step=args["step"])
         body = {"scope": args["scope"], "step": args["step"].name, "start": args["start"], "end": args["end"],
-                "points": [vars(p) for p in points]}
+                "points": [vars(p) for p in points],
+                "totals": None if node is not None else totals(args["start"], min(args["end"], timezone.now()), tenant)}
         return Response(UtilisationSerializer(body).data)
+
+
+def totals(start: datetime, end: datetime, tenant: Tenant | None) -> dict[str, Any]:
+    """The range's totals from the GPU-hour ledger (``telemetry.ledger``), as a report of that span gives them."""
+    books = ledger.read(start, max(start, end), tenant=tenant)
+    total = books.total()
+    energy = total.energy_j if tenant is not None else books.gpu_energy_j
+    return {"allocated_gpu_hours": total.gpu_hours, "idle_allocated_gpu_hours": total.idle_gpu_hours,
+            "energy_kwh": energy / ledger.JOULES_PER_KWH, "energy_modelled": books.energy_modelled}
 
 
 def _scope(request: Request, value: str) -> tuple[Node | None, Tenant | None]:

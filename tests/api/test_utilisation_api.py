@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from rest_framework.test import APIClient
 
-from scheduler.models import Node, Tenant
+from scheduler.models import Allocation, Job, Node, Tenant
 from telemetry.models import ScopeMinute
 
 from .conftest import token_client
@@ -66,3 +66,19 @@ def test_the_schema_documents_the_endpoint(staff_api: APIClient) -> None:
     schema = staff_api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     operation = schema["paths"]["/api/utilisation/"]["get"]
     assert {p["name"] for p in operation["parameters"]} == {"scope", "start", "end", "step"}
+
+
+def test_the_totals_are_the_ledgers_the_same_as_a_reports(staff_api: APIClient, member_api: APIClient, job: Job,
+                                                          node: Node, now) -> None:  # type: ignore[no-untyped-def]
+    gpu = node.gpus.order_by("index").first()
+    Allocation.objects.create(job=job, gpu=gpu, started_at=now - timedelta(minutes=90),
+                              ended_at=now - timedelta(minutes=30))
+    start, end = now - timedelta(hours=1), now - timedelta(minutes=10)
+
+    cluster = staff_api.get("/api/utilisation/", {"start": start.isoformat(), "end": end.isoformat()}).json()
+    mine = member_api.get("/api/utilisation/", {"scope": "tenant:vision", "start": start.isoformat(),
+                                                "end": end.isoformat()}).json()
+
+    assert cluster["totals"]["allocated_gpu_hours"] == pytest.approx(0.5)  # 30 of the 60 minutes held, clipped
+    assert mine["totals"]["allocated_gpu_hours"] == pytest.approx(0.5)
+    assert staff_api.get("/api/utilisation/", {"scope": "node:node1"}).json()["totals"] is None
