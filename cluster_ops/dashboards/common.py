@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import dash_bootstrap_components as dbc
@@ -17,7 +17,10 @@ import plotly.graph_objects as go
 from dash import dcc, html
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 from django_plotly_dash import DjangoDash
+
+from telemetry.ledger import first_data_at
 
 NO_TELEMETRY = "No telemetry yet — the collector starts within a minute."
 NO_DATA = "Nothing to show for this selection."
@@ -73,17 +76,49 @@ TIME_RANGES = [
     TimeRange("30d", "last 30 days", timedelta(days=30)),
 ]
 DEFAULT_RANGE = "24h"
+SINCE_FIRST_DATA = "data"  # from the cluster's first data to now: a young cluster's default
+YOUNG = timedelta(hours=24)  # a cluster with less history than this opens on all of it
+MIN_SPAN = timedelta(minutes=10)  # "since the first data" never draws less than this
 
 
-def time_range(value: str | None) -> timedelta:
+def time_range(value: str | None, now: datetime | None = None) -> timedelta:
     """The span of a time-range option; an unknown value is the default (a crafted request must not fail)."""
+    if value == SINCE_FIRST_DATA:
+        age = history(now or timezone.now())
+        return max(MIN_SPAN, age) if age is not None else time_range(DEFAULT_RANGE)
     for option in TIME_RANGES:
         if option.value == value:
             return option.span
     return time_range(DEFAULT_RANGE)
 
 
+def history(now: datetime) -> timedelta | None:
+    """How long the cluster has had data (``telemetry.ledger.first_data_at``); None before any."""
+    first = first_data_at()
+    return max(timedelta(0), now - first) if first is not None else None
+
+
+def range_choices(now: datetime) -> tuple[list[dict[str, str]], str]:
+    """The time-range options, saying how much history exists, and the one a page opens on: all of it for a
+    cluster younger than ``YOUNG`` (never a day of empty axis), else ``DEFAULT_RANGE``."""
+    age = history(now)
+    options = [] if age is None else [{"label": f"since the first data ({_age(age)})", "value": SINCE_FIRST_DATA}]
+    for option in TIME_RANGES:
+        short = age is not None and age < option.span
+        options.append({"label": f"{option.label} (data for {_age(age)})" if short and age is not None
+                        else option.label, "value": option.value})
+    return options, SINCE_FIRST_DATA if age is not None and age < YOUNG else DEFAULT_RANGE
+
+
+def _age(age: timedelta) -> str:
+    minutes = int(age.total_seconds() // 60)
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes // 60} h" if minutes < 48 * 60 else f"{minutes // 1440} days"
+
+
 def time_range_dropdown(component_id: str, value: str = DEFAULT_RANGE) -> dbc.Select:
+    """The range control; a page's init callback replaces its options and value with ``range_choices``."""
     return dbc.Select(id=component_id, value=value, size="sm",
                       options=[{"label": r.label, "value": r.value} for r in TIME_RANGES])
 

@@ -59,9 +59,14 @@ app.layout = common.page_layout(
 )
 
 
+@app.callback([Output("jobs-range", "options"), Output("jobs-range", "value")], Input("jobs-init", "data"))
+def range_options(_: int, **__: object) -> tuple[list[dict[str, str]], str]:
+    return common.range_choices(timezone.now())
+
+
 def _window(range_value: str | None) -> tuple[datetime, datetime]:
     end = timezone.now()
-    return end - common.time_range(range_value), end
+    return end - common.time_range(range_value, end), end
 
 
 def _tenant(value: str | None) -> str | None:

@@ -70,9 +70,14 @@ def resolve(value: str | None, user: User | AnonymousUser) -> Scope | None:
     return next((s for s in allowed if s.value == value), allowed[0] if allowed else None)
 
 
+@app.callback([Output("util-range", "options"), Output("util-range", "value")], Input("util-init", "data"))
+def range_options(_: int, **__: object) -> tuple[list[dict[str, str]], str]:
+    return common.range_choices(timezone.now())
+
+
 def _window(range_value: str | None) -> tuple[datetime, datetime]:
     end = timezone.now()
-    return end - common.time_range(range_value), end
+    return end - common.time_range(range_value, end), end
 
 
 @app.callback([Output("util-scope", "options"), Output("util-scope", "value")], Input("util-init", "data"))
