@@ -77,7 +77,9 @@ def forecast(given: ForecastInput, policy: Policy, arrivals: Sequence[Sequence[W
     """Each current job's estimated start and finish (module docstring); ``arrivals``: one sample per run."""
     began = time.perf_counter()
     point = _run(given, policy, ())
-    estimates = {job_id: _estimate(outcome, point, given.start.now) for job_id, outcome in point.items()}
+    usable = {job.id: job.gpu_type for job in given.jobs}
+    estimates = {job_id: _estimate(outcome, point, given.start.now, usable.get(job_id))
+                 for job_id, outcome in point.items()}
     if arrivals:
         # Arrivals never end: a sample stops well after the point forecast's last finish.
         bounded = dataclasses.replace(given, config=dataclasses.replace(
@@ -107,18 +109,22 @@ def _bounded_by_work(given: ForecastInput) -> SimConfig:
     return dataclasses.replace(given.config, stop_once_only=endless, quiet_rounds_up_to=quiet)
 
 
-def _estimate(outcome: JobOutcome, run: Mapping[str, JobOutcome], now: float) -> Estimate:
+def _estimate(outcome: JobOutcome, run: Mapping[str, JobOutcome], now: float, gpu_type: str | None = None) -> Estimate:
+    """``gpu_type``: the one type the job may run on (None: any), so that what it waits for is GPUs it can use."""
     if outcome.start_time is not None and outcome.start_time < now - 1e-6:  # running at the start
         return Estimate(outcome.id, None, outcome.finish_time)
     start = outcome.start_time
-    after = _freed_by(start, run, outcome.id) if start is not None and start > now + 1e-6 else None
-    return Estimate(outcome.id, start, outcome.finish_time, after_job=after.id if after else None,
-                    after_gpus=dict(after.final_gpus_by_type) if after else {})
+    after = _freed_by(start, run, outcome.id, gpu_type) if start is not None and start > now + 1e-6 else None
+    freed = {} if after is None else {kind: n for kind, n in after.final_gpus_by_type.items()
+                                      if gpu_type is None or kind == gpu_type}
+    return Estimate(outcome.id, start, outcome.finish_time, after_job=after.id if after else None, after_gpus=freed)
 
 
-def _freed_by(start: float, run: Mapping[str, JobOutcome], job_id: str) -> JobOutcome | None:
-    """The job that finished last at or before ``start``: the one whose GPUs the waiting job waited for."""
-    before = [o for o in run.values() if o.id != job_id and o.finish_time is not None and o.finish_time <= start]
+def _freed_by(start: float, run: Mapping[str, JobOutcome], job_id: str, gpu_type: str | None) -> JobOutcome | None:
+    """The job that finished last at or before ``start`` holding GPUs the waiting job can use (of ``gpu_type``,
+    when it needs one): the one whose GPUs it waited for."""
+    before = [o for o in run.values() if o.id != job_id and o.finish_time is not None and o.finish_time <= start
+              and (gpu_type is None or o.final_gpus_by_type.get(gpu_type, 0) > 0)]
     return max(before, key=lambda o: (o.finish_time, o.id), default=None)
 
 

@@ -78,3 +78,28 @@ def test_an_unknown_gpu_or_job_in_the_start_state_is_refused() -> None:
     with pytest.raises(ValueError, match="held by two"):
         both = {"A": RunningJob(("n0-g0",), 800.0), "B": RunningJob(("n0-g0",), 800.0)}
         forecast(given(jobs, StartState(NOW, both)), get_policy("fifo"))
+
+
+def test_a_job_that_needs_a_type_waits_for_gpus_of_that_type() -> None:
+    """An A100 job and a V100 job both end at 1050; a job that needs A100s starts then and waits for the A100
+    job's GPUs, not for the V100s freed at the same moment (the old reading named whichever id sorted last)."""
+    import dataclasses
+
+    from scheduler.core.types import GpuSlot, NodeInfo
+
+    nodes = (NodeInfo("a", "a100", tuple(GpuSlot(f"a-g{i}") for i in range(4))),
+             NodeInfo("v", "v100", tuple(GpuSlot(f"v-g{i}") for i in range(4))))
+    jobs = [dataclasses.replace(rigid("A", 100, 4, 300), gpu_type="a100"),
+            dataclasses.replace(rigid("V", 100, 4, 300), gpu_type="v100"),
+            dataclasses.replace(rigid("W", 500, 4, 50), gpu_type="a100"),
+            dataclasses.replace(rigid("X", 600, 4, 50), gpu_type="v100")]
+    running = {"A": RunningJob(tuple(f"a-g{i}" for i in range(4)), started_at=800.0, progress=250.0),
+               "V": RunningJob(tuple(f"v-g{i}" for i in range(4)), started_at=800.0, progress=250.0)}
+    config = SimConfig(round_seconds=10.0, restart_seconds=0.0)
+    given_input = ForecastInput(jobs, nodes, (), {}, StartState(NOW, running), config)
+
+    estimates = forecast(given_input, get_policy("fifo")).estimates
+
+    assert estimates["W"].start == 1050 and estimates["X"].start == 1050
+    assert (estimates["W"].after_job, dict(estimates["W"].after_gpus)) == ("A", {"a100": 4})
+    assert (estimates["X"].after_job, dict(estimates["X"].after_gpus)) == ("V", {"v100": 4})
