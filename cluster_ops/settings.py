@@ -305,7 +305,8 @@ CELERY_TASK_ROUTES = {
         "scheduler.run_round", "scheduler.feed_demo", "cluster_ops.heartbeat")},
     **{name: {"queue": BACKGROUND_QUEUE} for name in ("scheduler.run_whatif", "scheduler.finish_sweep")},
     **{name: {"queue": REPORT_QUEUE} for name in (
-        "reports.make", "reports.make_scheduled", "reports.deliver", "scheduler.forecast", "scheduler.train_runtimes")},
+        "reports.make", "reports.make_scheduled", "reports.deliver", "scheduler.forecast", "scheduler.forecast_soon",
+        "scheduler.train_runtimes")},
 }
 # Soft limit: the task is told (SoftTimeLimitExceeded) and records why it stopped; hard limit: the process is killed
 # and ``recover_*`` marks the row failed. A worker started with WORKER_MEMORY_LIMIT_MIB (the Procfile's background
@@ -315,7 +316,13 @@ REPORT_TIME_LIMIT_SECONDS = envint("REPORT_TIME_LIMIT_SECONDS", 600, minimum=10)
 HARD_LIMIT_GRACE_SECONDS = 30
 # Forecasts (scheduler/forecasts.py): each under this limit; with N arrival samples a range instead of a point.
 FORECAST_TIME_LIMIT_SECONDS = envint("FORECAST_TIME_LIMIT_SECONDS", 120, minimum=10)
-FORECAST_ARRIVAL_SAMPLES = min(envint("FORECAST_ARRIVAL_SAMPLES", 0), 20)  # at most 20 samples
+FORECAST_ARRIVAL_SAMPLES = min(envint("FORECAST_ARRIVAL_SAMPLES", 6), 20)  # at most 20 samples; 0: never
+# Whether forecasts assume future arrivals: "auto" when the recent arrival rate is steady
+# (scheduler.forecasts.arrivals_are_steady), "always", or "never" (the queue as it is).
+FORECAST_ARRIVALS = envstr("FORECAST_ARRIVALS", "auto").lower()
+if FORECAST_ARRIVALS not in {"auto", "always", "never"}:
+    CONFIGURATION_ERRORS.append(f"FORECAST_ARRIVALS={FORECAST_ARRIVALS!r}: use auto, always or never")
+    FORECAST_ARRIVALS = "auto"
 WORKER_MEMORY_LIMIT_MIB = envint("WORKER_MEMORY_LIMIT_MIB", 0)  # 0: no limit
 # Queued work lives in the database: what is still queued this long after it was sent is sent again (a broker that
 # lost its messages), and beat checks for it this often. A run that lost its worker this often is failed, not retried.

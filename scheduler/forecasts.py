@@ -1,8 +1,14 @@
 """The live forecast: the cluster as the database has it, run forward through ``scheduler.sim.forecast``.
 
-Made on the background queue (``scheduler.forecast``, sent by beat every round interval): it is made again when
-the queue, the inventory or the settings changed since the last one (their digest), and at least every
-``REFRESH_ROUNDS`` rounds; otherwise the beat is a no-op. Each forecast is stored whole (``Forecast`` and one
+Made on the reports queue: ``scheduler.forecast_soon`` a few seconds after the queue changes (a submission, a
+cancel, a round that started or finished jobs, a settings change: ``scheduler.forecast_requests``), a point
+forecast so that a new job has its estimate within seconds; and ``scheduler.forecast``, sent by beat every round
+interval, made again when the queue, the inventory or the settings changed since the last one (their digest), when
+the last one assumed other arrivals than this one would, and at least every ``REFRESH_ROUNDS`` rounds; otherwise
+the beat is a no-op. **Arrivals**: with ``FORECAST_ARRIVALS=auto`` (the default) the beat's forecasts assume new
+jobs keep arriving like the recent ones whenever their rate is steady (``arrivals_are_steady``), sampled
+``FORECAST_ARRIVAL_SAMPLES`` times up to a little past the last waiting job's start (``arrival_reach``); every
+estimate says which it assumed (``assumption``). Each forecast is stored whole (``Forecast`` and one
 ``JobForecast`` per job) in one transaction, with the time it was made; the last ``KEEP_FORECASTS`` are kept.
 
 Clock and units. Forecasts run on the wall clock (epoch seconds), so the policy's own memory (its
@@ -62,8 +68,15 @@ KEEP_FORECASTS = 20
 HORIZON_SECONDS = 30 * 86_400.0  # a forecast looks this far ahead at most: bounded work whatever the queue
 MOVED_SECONDS = 600.0  # a start that moved by more than this (and by a quarter of the wait) says why
 ARRIVAL_WINDOW_SECONDS = 3 * 86_400.0  # arrivals are sampled from the jobs submitted in the last three days
-ARRIVAL_HORIZON_SECONDS = 86_400.0  # ... for the next day (a sample's run stops at 3 × the point forecast's end)
+ARRIVAL_HORIZON_SECONDS = 86_400.0  # ... for at most the next day (a sample stops at 3 × the point forecast's end)
+MIN_ARRIVAL_REACH_SECONDS = 600.0  # ... and at least the next ten minutes (``arrival_reach``)
+MAX_SAMPLE_ARRIVALS = 300  # arrivals in one sample: bounded work whatever the rate
 MAX_RECENT_JOBS = 5_000  # the most recent of them: bounded whatever the rate
+STEADY_BINS = 6  # arrivals_are_steady: slices of the window counted
+STEADY_MIN_ARRIVALS = 12  # fewer arrivals say nothing of a rate
+# The index of dispersion (variance ÷ mean of the slices' counts) of a Poisson feed is distributed as χ²(5)/5 over
+# six slices; its 99th percentile is 15.09/5 ≈ 3.0: a steady feed is refused 1 time in 100.
+STEADY_MAX_DISPERSION = 3.0
 
 
 # --- the forecast -------------------------------------------------------------------------
@@ -77,12 +90,20 @@ class LiveForecastInput:
     digest: str
 
 
-def refresh(now: datetime | None = None, *, force: bool = False, samples: int = 0) -> Forecast | None:
+class ForecastBusy(Exception):
+    """Another forecast is being made (``refresh(busy_raises=True)``)."""
+
+
+def refresh(now: datetime | None = None, *, force: bool = False, samples: int | None = None,
+            busy_raises: bool = False) -> Forecast | None:
     """Make and store a forecast if the last one is stale (module docstring) or ``force``; else None, and None
-    while another forecast is being made: one at a time, under a lease that outlives a forecast's hard limit."""
+    while another forecast is being made (``ForecastBusy`` with ``busy_raises``): one at a time, under a lease
+    that outlives a forecast's hard limit. ``samples``: arrival samples (None: ``arrival_samples_for``)."""
     holder = lease_holder()
     if not take_lease(FORECAST_LEASE, holder, settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS):
         logger.info("forecast skipped: another one is being made")
+        if busy_raises:
+            raise ForecastBusy
         return None
     try:
         return _refresh(now or timezone.now(), force, samples)
@@ -90,20 +111,41 @@ def refresh(now: datetime | None = None, *, force: bool = False, samples: int = 
         release_lease(FORECAST_LEASE, holder)
 
 
-def _refresh(now: datetime, force: bool, samples: int) -> Forecast | None:
+def _refresh(now: datetime, force: bool, samples: int | None) -> Forecast | None:
     row = scheduler_settings()
     config = scheduling_config(row)
     live = build_snapshot(now, job_fields=FORECAST_FIELDS)  # the jobs are read once, here
     last = Forecast.objects.first()
     digest = _digest(live.snap, config, simulated_speedup(row))
     fresh_for = timedelta(seconds=REFRESH_ROUNDS * row.round_seconds)
-    if not force and last is not None and last.digest == digest and now - last.made_at < fresh_for:
+    samples = arrival_samples_for(now) if samples is None else samples
+    # Stale: the queue, inventory or settings changed, it is old, or it assumed other arrivals than this one would
+    # (a quick point forecast after a queue change is followed by the beat's sampled one).
+    if (not force and last is not None and last.digest == digest and now - last.made_at < fresh_for
+            and last.samples == samples):
         return None
     predictor, version = runtime_predictor()
     given = live_input(live, config, simulated_speedup(row), predictor, digest)
-    arrivals = _arrival_samples(now, live.snap, row, predictor, samples) if samples else []
-    result = forecast(given.given, build_policy(config), arrivals)
+    policy = build_policy(config)
+    result = forecast(given.given, policy)
+    arrivals: list[list[WorkloadJob]] = []
+    if samples:
+        reach = arrival_reach(result.estimates, now.timestamp())
+        arrivals = _arrival_samples(now, live.snap, row, predictor, samples, reach)
+        if arrivals:
+            wall = result.wall_seconds
+            result = forecast(given.given, policy, arrivals)
+            result = dataclasses.replace(result, wall_seconds=result.wall_seconds + wall)
     return _store(now, row, given, result.estimates, len(arrivals), result.wall_seconds, version, last)
+
+
+def arrival_reach(estimates: Mapping[str, Estimate], now: float) -> float:
+    """How far ahead arrivals are sampled: a quarter beyond the point forecast's last start of a waiting job
+    (arrivals after every current job has started cannot delay a start; sampling a day of them made each sample
+    simulate thousands of jobs), at least ``MIN_ARRIVAL_REACH_SECONDS``, at most ``ARRIVAL_HORIZON_SECONDS``."""
+    starts = [e.start for e in estimates.values() if e.start is not None and math.isfinite(e.start)]
+    last = max(starts, default=now) - now
+    return min(ARRIVAL_HORIZON_SECONDS, max(MIN_ARRIVAL_REACH_SECONDS, 1.25 * last))
 
 
 def _digest(snap: ClusterSnapshot, config: SchedulingConfig, speedup: float) -> str:
@@ -162,13 +204,53 @@ def _work(info: JobInfo, predictor: RuntimePredictor, predicted: Mapping[int, fl
     return predicted_rigid(job, served, seconds, predictor.remaining(seconds, served)), served
 
 
-def _arrival_samples(now: datetime, snap: ClusterSnapshot, config: SchedulerSettings, predictor: RuntimePredictor,
-                     samples: int) -> list[list[WorkloadJob]]:
-    """Future arrivals like the jobs submitted in the last ``ARRIVAL_WINDOW_SECONDS`` (whatever their state now),
-    at their rate, for the next ``ARRIVAL_HORIZON_SECONDS``: one seeded sample per seed. Each arrives fresh: its
-    whole work, or its predicted length without a profile."""
+def arrival_window(now: datetime) -> tuple[datetime, list[datetime]]:
+    """The span arrivals are learnt from — the last ``ARRIVAL_WINDOW_SECONDS``, or since the first submission
+    when the cluster is younger (a rate over three days of a one-hour-old cluster would be 72 times too low) — and
+    the submission times in it (the latest ``MAX_RECENT_JOBS``)."""
     since = now - timedelta(seconds=ARRIVAL_WINDOW_SECONDS)
-    rows = list(Job.objects.filter(submitted_at__gte=since).order_by("-submitted_at", "-id")
+    times = list(Job.objects.filter(submitted_at__gte=since, submitted_at__lt=now).order_by("-submitted_at")
+                 .values_list("submitted_at", flat=True)[:MAX_RECENT_JOBS])
+    first = Job.objects.filter(submitted_at__lt=now).order_by("submitted_at").values_list("submitted_at",
+                                                                                          flat=True).first()
+    return (max(since, first) if first is not None else now), times
+
+
+def arrivals_are_steady(now: datetime) -> bool:
+    """Whether jobs arrive at a steady rate: at least ``STEADY_MIN_ARRIVALS`` in the window, and their counts in
+    ``STEADY_BINS`` equal slices of it no more dispersed than ``STEADY_MAX_DISPERSION`` (variance ÷ mean: about 1
+    for a Poisson feed; bursts, a feed that stopped or one that just began are far above it)."""
+    since, times = arrival_window(now)
+    span = (now - since).total_seconds()
+    if len(times) < STEADY_MIN_ARRIVALS or span <= 0:
+        return False
+    counts = [0] * STEADY_BINS
+    for at in times:
+        counts[min(STEADY_BINS - 1, int((at - since).total_seconds() / span * STEADY_BINS))] += 1
+    mean = len(times) / STEADY_BINS
+    variance = sum((count - mean) ** 2 for count in counts) / (STEADY_BINS - 1)
+    return variance / mean <= STEADY_MAX_DISPERSION
+
+
+def arrival_samples_for(now: datetime) -> int:
+    """How many arrival samples a forecast runs: ``FORECAST_ARRIVAL_SAMPLES`` when ``FORECAST_ARRIVALS`` is
+    ``always``, or ``auto`` and arrivals are steady (``arrivals_are_steady``); else none (the queue as it is)."""
+    mode, samples = settings.FORECAST_ARRIVALS, settings.FORECAST_ARRIVAL_SAMPLES
+    if mode == "never" or samples == 0:
+        return 0
+    return samples if mode == "always" or arrivals_are_steady(now) else 0
+
+
+def _arrival_samples(now: datetime, snap: ClusterSnapshot, config: SchedulerSettings, predictor: RuntimePredictor,
+                     samples: int, reach: float) -> list[list[WorkloadJob]]:
+    """Future arrivals like the jobs submitted in the arrival window (``arrival_window``; whatever their state
+    now), at their rate, for the next ``reach`` seconds: one seeded sample per seed, each of at most
+    ``MAX_SAMPLE_ARRIVALS``. Each arrives fresh: its whole work, or its predicted length without a profile."""
+    since, _ = arrival_window(now)
+    window = (now - since).total_seconds()
+    if window <= 0:
+        return []
+    rows = list(Job.objects.filter(submitted_at__gte=since, submitted_at__lt=now).order_by("-submitted_at", "-id")
                 .values(*FEATURE_FIELDS, "workload_profile", "total_work", "max_gpus", "batch_size")[:MAX_RECENT_JOBS])
     speedup = simulated_speedup(config)
     lengths = predictor.predict_many([job_features(row) for row in rows])
@@ -177,7 +259,7 @@ def _arrival_samples(now: datetime, snap: ClusterSnapshot, config: SchedulerSett
         min_gpus=row["min_gpus"], max_gpus=row["max_gpus"], batch_size=row["batch_size"],
         gpu_type=row["gpu_type"] or None, **_fresh_work(row, snap, length.seconds, speedup),
     ) for row, length in zip(rows, lengths, strict=True)]
-    return [sample_arrivals(recent, ARRIVAL_WINDOW_SECONDS, now.timestamp(), ARRIVAL_HORIZON_SECONDS, seed)
+    return [sample_arrivals(recent, window, now.timestamp(), reach, seed)[:MAX_SAMPLE_ARRIVALS]
             for seed in range(samples)]
 
 
@@ -280,6 +362,8 @@ class _Why:
                    for name in fields if getattr(last, name) != getattr(row, name)]
         if changed:
             return "the scheduler settings changed (" + ", ".join(changed) + ")"
+        if bool(row.samples) != bool(last.samples):
+            return "this forecast assumes new jobs arrive" if row.samples else "this forecast assumes no new arrivals"
         if row.usable_gpus != last.usable_gpus:
             lost = last.usable_gpus - row.usable_gpus
             return f"{abs(lost)} GPU{'s' if abs(lost) != 1 else ''} {'lost or cordoned' if lost > 0 else 'came back'}"
@@ -356,4 +440,12 @@ def describe(row: JobForecast, tenant_ids: set[int] | None = None) -> str:
         parts.append(frees)
     if row.moved_because:
         parts.append(f"moved {row.moved_because}")
+    parts.append(assumption(row.forecast))
     return "; ".join(parts) + f" (as of {timezone.localtime(row.forecast.made_at):%H:%M:%S})"
+
+
+def assumption(forecast: Forecast) -> str:
+    """What a forecast assumed of jobs not yet submitted."""
+    if forecast.samples:
+        return f"assumes new jobs keep arriving at the recent rate ({forecast.samples} samples)"
+    return "assumes no new jobs arrive (the queue as it is)"

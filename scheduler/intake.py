@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from . import services
 from .core.fitted_profiles import FITTED_PROFILES
+from .forecast_requests import request_forecast
 from .models import ACTIVE_STATES, Allocation, Job, JobReport, Tenant
 
 PROGRESS_SLACK = 1e-6  # a last report may overshoot the total by rounding
@@ -72,6 +73,7 @@ def submit_job_once(*, tenant: Tenant | str, workload_profile: str, client_key: 
     try:
         with transaction.atomic():
             job.save()
+            request_forecast("a submission")
     except IntegrityError:
         stored = _keyed(tenant_row, client_key, digest) if client_key else None
         if stored is None:

@@ -18,6 +18,7 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from .core.config import policy_config_errors
 from .core.policy import policy_names
+from .forecast_requests import request_forecast
 from .forecasts import FORECAST_TASK
 from .live.config import scheduler_settings
 from .live.round import ROUND_TASK
@@ -63,6 +64,7 @@ def update_settings(actor: User | AnonymousUser | None = None, **changes: Any) -
         validate_settings(row)
         row.save()
         record_changes(before, row, actor)
+        request_forecast("a settings change")
     return row
 
 

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from . import bounds
 from .core.gpu_types import gpu_type_key
+from .forecast_requests import request_forecast
 from .live.config import scheduler_settings
 from .models import (
     ACTIVE_STATES,
@@ -62,6 +63,7 @@ def submit_job(**fields: Any) -> Job:
     """Queue a new job: ``new_job(**fields)``, saved."""
     job = new_job(**fields)
     job.save()
+    request_forecast("a submission")
     return job
 
 
@@ -163,6 +165,7 @@ def cancel_job(job: Job, *, actor: Actor = None, reason: str = "cancelled by ope
         job.state, job.finished_at = JobState.CANCELLED, now
         job.save(update_fields=["state", "finished_at", "generation"])
         _record(job, RescaleKind.CANCEL, released, 0, reason, actor, now)
+        request_forecast("a cancel")
     return job
 
 
@@ -180,6 +183,7 @@ def requeue_job(job: Job, *, actor: Actor = None, reason: str = "requeued by ope
         job.state, job.finished_at = JobState.PENDING, None
         job.save(update_fields=["state", "finished_at", "generation"])
         _record(job, RescaleKind.REQUEUE, released, 0, reason, actor, now)
+        request_forecast("a requeue")
     return job
 
 
@@ -208,6 +212,7 @@ def set_gpu_bounds(job: Job, min_gpus: int, max_gpus: int, *, actor: Actor = Non
         check_fits_inventory(job.gpu_type, min_gpus)
         job.save(update_fields=["min_gpus", "max_gpus"])
         _record_settings_change(job, reason, actor)
+        request_forecast("new GPU bounds")
     return job
 
 

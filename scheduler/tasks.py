@@ -1,11 +1,13 @@
 """Celery tasks of the scheduler: thin wrappers around ``scheduler.live`` (the round), ``scheduler.whatif`` and the
 forecasts."""
 
+from typing import Any
+
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from . import agent, demo, forecasts, runtime_models, whatif
+from . import agent, demo, forecast_requests, forecasts, runtime_models, whatif
 from .executors.local import APPLY_TASK, POLL_TASK
 from .live import round as rounds
 
@@ -71,7 +73,22 @@ def node_poll() -> dict[int, str]:
 def forecast() -> int | None:
     """Forecast the queue when it, the inventory or the settings changed, or the last forecast is stale (beat,
     every round interval); a lost or killed one is simply made at the next beat. Returns the forecast's id."""
-    row = forecasts.refresh(samples=settings.FORECAST_ARRIVAL_SAMPLES)
+    row = forecasts.refresh()
+    return row.pk if row else None
+
+
+@shared_task(name=forecast_requests.FORECAST_SOON_TASK, bind=True, ignore_result=True, max_retries=30,
+             expires=settings.FORECAST_TIME_LIMIT_SECONDS, soft_time_limit=settings.FORECAST_TIME_LIMIT_SECONDS,
+             time_limit=settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
+def forecast_soon(self: Any) -> int | None:
+    """Forecast the queue because it changed (``scheduler.forecast_requests``): a point forecast (under a second
+    for the demo's queue, where arrival samples take ten), so a new job has its estimate within seconds; the beat's
+    next forecast adds the arrival samples. While another forecast is being made, wait for it and try again, so
+    that the change is not left to the next beat."""
+    try:
+        row = forecasts.refresh(busy_raises=True, samples=0)
+    except forecasts.ForecastBusy as busy:
+        raise self.retry(countdown=forecast_requests.DEBOUNCE_SECONDS, exc=busy) from None
     return row.pk if row else None
 
 

@@ -16,6 +16,7 @@ from django.utils import timezone
 from ..core.config import SchedulingConfig, build_policy
 from ..core.cycle import run_cycle
 from ..executors import ClusterUnavailable, get_executor
+from ..forecast_requests import request_forecast
 from ..models import RoundStatus, SchedulerSettings, SchedulingRound
 from .config import scheduler_settings, scheduling_config
 from .launches import unlaunched
@@ -87,6 +88,8 @@ def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) 
     round_row.note = round_note(executor.notes, result.note)
     round_row.launch_ms = timings.ms("write", "launch")
     round_row.save(update_fields=["note", "launch_ms"])
+    if round_row.starts or round_row.finished or round_row.preemptions or round_row.rescales:
+        request_forecast("a round that changed the queue")
     return round_row
 
 
