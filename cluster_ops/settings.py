@@ -442,6 +442,19 @@ METRICS_ALLOWED_IPS = envnetworks("METRICS_ALLOWED_IPS")  # /metrics without a t
 # --- Telemetry (telemetry/collector.py, telemetry/simulated.py) ------------------------
 # How often node agents (and, on the demo cluster, the simulated source) sample every GPU.
 TELEMETRY_SECONDS = envint("TELEMETRY_SECONDS", 10, minimum=1)
+# Where GPU telemetry comes from: "nvml" (the console's node agents, the default) or "prometheus" (dcgm-exporter's
+# series in the operator's Prometheus: telemetry/prometheus.py), with a bearer token or basic auth.
+TELEMETRY_SOURCE = envstr("TELEMETRY_SOURCE", "nvml").lower()
+if TELEMETRY_SOURCE not in {"nvml", "prometheus"}:
+    CONFIGURATION_ERRORS.append(f"TELEMETRY_SOURCE={TELEMETRY_SOURCE!r}: use nvml or prometheus")
+    TELEMETRY_SOURCE = "nvml"
+PROMETHEUS_URL = envstr("PROMETHEUS_URL", "")
+PROMETHEUS_TOKEN = os.environ.get("PROMETHEUS_TOKEN", "").strip()
+PROMETHEUS_USER = os.environ.get("PROMETHEUS_USER", "").strip()
+PROMETHEUS_PASSWORD = os.environ.get("PROMETHEUS_PASSWORD", "")
+PROMETHEUS_TIMEOUT_SECONDS = envint("PROMETHEUS_TIMEOUT_SECONDS", 10, minimum=1)
+if TELEMETRY_SOURCE == "prometheus" and not PROMETHEUS_URL.startswith(("http://", "https://")):
+    CONFIGURATION_ERRORS.append("TELEMETRY_SOURCE=prometheus needs PROMETHEUS_URL (http:// or https://)")
 
 # --- Reports (cluster_ops/reports/): files and e-mail ----------------------------------------------
 # Report files live under MEDIA_ROOT and are served only by the login-protected download view: no MEDIA_URL.

@@ -7,6 +7,8 @@ and reports read rollups, never raw samples, beyond the last hour.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -206,6 +208,41 @@ class PowerCap(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_id}: {self.requested_w} W ({self.status})"
+
+
+class TelemetrySource(models.Model):
+    """How the last pass of a pulled source (``telemetry.prometheus``) went: the Overview page and ``/metrics`` show
+    it, so that a source that stopped answering is never read as idle GPUs."""
+
+    source = models.CharField(max_length=20, unique=True)
+    checked_at = models.DateTimeField()
+    ok = models.BooleanField(default=False)
+    error = models.CharField(max_length=500, blank=True)
+    failing_since = models.DateTimeField(null=True, blank=True)
+    last_ok_at = models.DateTimeField(null=True, blank=True)
+    gpus_matched = models.PositiveIntegerField(default=0)
+    samples = models.PositiveIntegerField(default=0, help_text="samples stored by the last pass")
+    unmatched = models.JSONField(default=list, blank=True, help_text="series matching no GPU of the inventory")
+    stale = models.JSONField(default=list, blank=True, help_text="nodes with no recent sample")
+
+    def __str__(self) -> str:
+        return f"{self.source}: {'ok' if self.ok else self.error}"
+
+    @classmethod
+    def record_failure(cls, source: str, now: datetime, error: str) -> TelemetrySource:
+        row = cls.objects.filter(source=source).first() or cls(source=source)
+        row.checked_at, row.ok, row.error = now, False, error[:500]
+        row.failing_since = row.failing_since or now
+        row.save()
+        return row
+
+    @classmethod
+    def record_success(cls, source: str, now: datetime, *, matched: int, samples: int, unmatched: list[str],
+                       stale: list[str]) -> TelemetrySource:
+        row, _ = cls.objects.update_or_create(source=source, defaults={
+            "checked_at": now, "ok": True, "error": "", "failing_since": None, "last_ok_at": now,
+            "gpus_matched": matched, "samples": samples, "unmatched": unmatched, "stale": stale})
+        return row
 
 
 class RollupCursor(models.Model):

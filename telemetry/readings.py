@@ -29,6 +29,9 @@ class GpuReading:
     sm_clock_mhz: float | None = None
     power_limit_w: float | None = None  # the enforced limit
     processes: int | None = None  # compute processes running on it
+    # The cluster's id of the job running on it, where the source says (dcgm-exporter's ``hpc_job`` on Slurm hosts);
+    # None: the job is the one the console's allocations put there.
+    cluster_job_id: str | None = None
 
 
 class EventKind(StrEnum):

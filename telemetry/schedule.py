@@ -9,6 +9,7 @@ from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from .collector import COLLECT_NODES_TASK
+from .prometheus import COLLECT_PROMETHEUS_TASK
 from .simulated import COLLECT_SIMULATED_TASK
 from .tasks import PRUNE_TASK, ROLL_UP_TASK
 
@@ -35,8 +36,10 @@ SIMULATED_SCHEDULE_NAME = "telemetry-simulated"
 
 
 def sync_collect_schedule() -> PeriodicTask:
-    """The fan-out entry that makes node agents collect."""
-    return _every_telemetry_interval(COLLECT_SCHEDULE_NAME, COLLECT_NODES_TASK)
+    """The collection entry: the fan-out that makes node agents collect, or with ``TELEMETRY_SOURCE=prometheus``
+    one pass over the operator's Prometheus (``telemetry.prometheus``)."""
+    task = COLLECT_PROMETHEUS_TASK if settings.TELEMETRY_SOURCE == "prometheus" else COLLECT_NODES_TASK
+    return _every_telemetry_interval(COLLECT_SCHEDULE_NAME, task)
 
 
 def sync_simulated_schedule() -> PeriodicTask:

@@ -22,7 +22,7 @@ from django.db import connection, transaction
 from django.db.models import F, FilteredRelation, Model, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
-from scheduler.models import Allocation, Gpu
+from scheduler.models import Allocation, Gpu, Job
 
 from .models import GpuEvent, GpuHour, GpuMinute, GpuSample, JobUsageHour, JobUsageMinute, ScopeMinute, Severity
 from .readings import EventKind, GpuEventReading, GpuReading
@@ -61,9 +61,18 @@ def ingest(readings: Sequence[GpuReading]) -> int:
         return 0
     with transaction.atomic():
         known = _known_gpus(readings)
-        rows = [_sample_row(r, known[r.uuid]) for r in readings if r.uuid in known]
+        named = _jobs_named(readings)
+        rows = [_sample_row(r, known[r.uuid], named) for r in readings if r.uuid in known]
         _insert_samples(rows)
     return len(rows)
+
+
+def _jobs_named(readings: Sequence[GpuReading]) -> dict[str, int]:
+    """Cluster job id → console job, for the readings whose source named the job."""
+    ids = {r.cluster_job_id for r in readings if r.cluster_job_id}
+    if not ids:
+        return {}
+    return dict(Job.objects.filter(cluster_job_id__in=ids).values_list("cluster_job_id", "pk"))
 
 
 def record_events(events: Sequence[GpuEventReading]) -> int:
@@ -197,8 +206,8 @@ def _job_at(gpu: _Known, at: datetime) -> int | None:
     return None
 
 
-def _sample_row(reading: GpuReading, gpu: _Known) -> tuple[object, ...]:
-    job_id = _job_at(gpu, reading.at)
+def _sample_row(reading: GpuReading, gpu: _Known, named: dict[str, int]) -> tuple[object, ...]:
+    job_id = named.get(reading.cluster_job_id or "") or _job_at(gpu, reading.at)
     return (gpu.pk, reading.at, reading.simulated, job_id, *(getattr(reading, name) for name in METRICS))
 
 

@@ -13,7 +13,7 @@ from kombu.exceptions import OperationalError
 
 from scheduler.executors.local import node_queue
 
-from . import collector, power_caps, rollups, simulated, storage
+from . import collector, power_caps, prometheus, rollups, simulated, storage
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +54,14 @@ def collect(hostname: str) -> int:
 def collect_nodes() -> list[str]:
     """Beat, every ``TELEMETRY_SECONDS``: ask every live node agent to collect; returns the nodes asked."""
     return collector.send_collects(current_app, timezone.now())
+
+
+@shared_task(name=prometheus.COLLECT_PROMETHEUS_TASK, ignore_result=True,
+             soft_time_limit=max(settings.TELEMETRY_SECONDS, 30), time_limit=max(settings.TELEMETRY_SECONDS, 30) + 10)
+def collect_prometheus() -> int:
+    """Beat, every ``TELEMETRY_SECONDS`` with ``TELEMETRY_SOURCE=prometheus``: one pass over the operator's
+    Prometheus; returns the samples stored."""
+    return prometheus.collect(timezone.now()).samples
 
 
 @shared_task(name=simulated.COLLECT_SIMULATED_TASK, ignore_result=True)
