@@ -12,7 +12,7 @@ from django.http import HttpRequest
 
 from scheduler.admin.audit import AuditAdmin
 
-from .models import GpuEvent, GpuHour, GpuMinute, PowerCap
+from .models import GpuEvent, GpuHour, GpuMinute, PowerCap, TelemetrySource
 from .storage import acknowledge_events
 
 
@@ -57,3 +57,12 @@ class RollupAdmin(AuditAdmin):
 
 admin.register(GpuMinute)(RollupAdmin)
 admin.register(GpuHour)(RollupAdmin)
+
+
+@admin.register(TelemetrySource)
+class TelemetrySourceAdmin(AuditAdmin):
+    """How the last pass over a pulled source (Prometheus) went: written by ``telemetry.prometheus``, read here."""
+
+    list_display = ("source", "ok", "checked_at", "error", "failing_since", "gpus_matched", "samples")
+    readonly_fields = ("source", "ok", "checked_at", "error", "failing_since", "last_ok_at", "gpus_matched",
+                       "samples", "unmatched", "stale")

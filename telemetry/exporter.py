@@ -42,7 +42,7 @@ from scheduler.models import (
 )
 from scheduler.sim.metrics import entitlements, jain_index, percentile
 
-from .models import GpuSample
+from .models import GpuSample, TelemetrySource
 from .queries import gpus_held_by_tenant
 from .storage import latest_per_gpu
 
@@ -82,12 +82,28 @@ class ClusterCollector(Collector):
         yield from tenant_demand_metrics()
         yield from inventory_metrics()
         yield from liveness_metrics()
+        yield from source_metrics()
         idle = GaugeMetricFamily(
             "cluster_ops_idle_allocated_gpus",
             f"GPUs held by a job whose latest utilisation is below {settings.TELEMETRY_IDLE_UTIL} %.",
         )
         idle.add_metric([], sum(1 for s in samples if _idle_allocated(s)))
         yield idle
+
+
+def source_metrics() -> Iterator[Metric]:
+    """How the configured pulled telemetry source (Prometheus) last went."""
+    up = GaugeMetricFamily("cluster_ops_telemetry_source_up",
+                           "1 if the last pass over the telemetry source succeeded.", labels=["source"])
+    stale = GaugeMetricFamily("cluster_ops_telemetry_stale_nodes",
+                              "Nodes with no recent sample in the telemetry source.", labels=["source"])
+    unmatched = GaugeMetricFamily("cluster_ops_telemetry_unmatched_series",
+                                  "GPUs in the telemetry source matching no GPU of the inventory.", labels=["source"])
+    for row in TelemetrySource.objects.filter(source=settings.TELEMETRY_SOURCE):
+        up.add_metric([row.source], 1.0 if row.ok else 0.0)
+        stale.add_metric([row.source], float(len(row.stale)))
+        unmatched.add_metric([row.source], float(len(row.unmatched)))
+    yield from (up, stale, unmatched)
 
 
 def latest_samples(now: datetime) -> list[GpuSample]:

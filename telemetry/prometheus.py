@@ -231,9 +231,10 @@ class Pass:
     latest: dict[int, GpuReading] = field(default_factory=dict)  # GPU id → its newest reading in the window
 
 
-def read_pass(now: datetime, conn: Connection | None = None) -> Pass:
-    """Read and match one pass (nothing stored): ``collect`` stores it, ``telemetry_check`` prints it."""
-    result = raw_samples(conn or connection(), now)
+def read_pass(now: datetime, conn: Connection | None = None, seconds: int = WINDOW_SECONDS) -> Pass:
+    """Read and match one pass over the last ``seconds`` (nothing stored): ``collect`` stores it, ``telemetry_check``
+    prints it."""
+    result = raw_samples(conn or connection(), now, seconds)
     inventory = Inventory()
     keys = {id(series): series_key(series.get("metric") or {}) for series in result}
     ranks = _instance_ranks(keys.values())
@@ -326,7 +327,7 @@ def collect(now: datetime | None = None) -> TelemetrySource:
     """One pass, stored: samples, events, health; the source's status row says how it went."""
     now = now or timezone.now()
     try:
-        found = read_pass(now)
+        found = read_pass(now, seconds=window_since(now))
     except PrometheusUnavailable as error:
         logger.warning("telemetry from Prometheus: %s", error)
         return TelemetrySource.record_failure("prometheus", now, str(error))
@@ -335,6 +336,15 @@ def collect(now: datetime | None = None) -> TelemetrySource:
     record_events([*found.events, *health_events])
     return TelemetrySource.record_success("prometheus", now, matched=len(found.matched), samples=stored,
                                           unmatched=found.unmatched, stale=found.stale_nodes)
+
+
+def window_since(now: datetime) -> int:
+    """How far back a pass reads: since the last good pass, with ``2 × STALE_SECONDS`` at least (a lost GPU is one
+    seen in the window but not lately) and ``WINDOW_SECONDS`` at most (after an outage, what Prometheus still has
+    of the gap)."""
+    last = TelemetrySource.objects.filter(source="prometheus").values_list("last_ok_at", flat=True).first()
+    since = WINDOW_SECONDS if last is None else (now - last).total_seconds() + STALE_SECONDS
+    return int(min(WINDOW_SECONDS, max(2 * STALE_SECONDS, since)))
 
 
 # --- the operator's check ------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from scheduler.models import (
     Tenant,
     TenantQuerySet,
 )
-from telemetry.models import GpuEvent, Severity
+from telemetry.models import GpuEvent, Severity, TelemetrySource
 from telemetry.queries import latest_utilisation
 
 from .jobs_data import held_gpu_types
@@ -184,6 +184,7 @@ def alerts(jobs: JobQuerySet, held: dict[int, int], util: dict[int, float | None
                                      at__gte=now - timedelta(hours=CRITICAL_EVENT_HOURS)).select_related("gpu__node")
     found += _capped("GPU event", [Alert("danger", "GPU event", f"{e.gpu}: {e.message} ({_duration(now - e.at)} ago)")
                                    for e in events[: ALERTS_PER_KIND + 1]], events.count())
+    found += source_alerts(now)
     found += _idle_alerts(held, util)
     limit = now - timedelta(minutes=settings.PENDING_ALERT_MINUTES)
     waiting = jobs.filter(state__in=QUEUED_STATES, submitted_at__lt=limit).select_related("tenant")
@@ -191,6 +192,26 @@ def alerts(jobs: JobQuerySet, held: dict[int, int], util: dict[int, float | None
         Alert("warning", "long wait", f"{job.name} ({job.tenant}) pending {_duration(now - job.submitted_at)}"
               + (f": {job.pending_reason}" if job.pending_reason else ""))
         for job in waiting.order_by("submitted_at", "id")[: ALERTS_PER_KIND + 1]], waiting.count())
+    return found
+
+
+def source_alerts(now: datetime) -> list[Alert]:
+    """A pulled telemetry source (Prometheus) that fails, has stale nodes or series matching no GPU: said, so that
+    missing telemetry is never read as idle GPUs."""
+    found = []
+    for row in TelemetrySource.objects.filter(source=settings.TELEMETRY_SOURCE):
+        if not row.ok:
+            found.append(Alert("danger", "telemetry", f"{row.source}: {row.error}"
+                               + _since(row.failing_since, now)))
+            continue
+        if row.stale:
+            found.append(Alert("warning", "telemetry", f"{row.source}: no recent samples from "
+                               + ", ".join(row.stale[:ALERTS_PER_KIND])
+                               + (f" and {len(row.stale) - ALERTS_PER_KIND} more" if len(row.stale) > ALERTS_PER_KIND
+                                  else "")))
+        if row.unmatched:
+            found.append(Alert("warning", "telemetry", f"{row.source}: {len(row.unmatched)} series match no GPU of "
+                               f"the inventory (e.g. {row.unmatched[0]}): manage.py telemetry_check lists them"))
     return found
 
 

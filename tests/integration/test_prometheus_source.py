@@ -18,9 +18,11 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
+from cluster_ops.dashboards.overview_data import source_alerts
 from scheduler import services
 from scheduler.models import Gpu, GpuHealth
 from telemetry import prometheus
+from telemetry.exporter import render
 from telemetry.models import GpuEvent, GpuMinute, GpuSample, TelemetrySource
 from telemetry.readings import EventKind
 from telemetry.rollups import roll_up_minutes
@@ -153,6 +155,9 @@ def test_a_prometheus_outage_is_shown_and_stores_nothing(lab: Lab) -> None:
     assert not status.ok and "cannot reach Prometheus" in status.error and status.failing_since is not None
     assert GpuSample.objects.count() == before
     assert TelemetrySource.objects.get(source="prometheus").error == status.error
+    [alert] = source_alerts(timezone.now())  # shown on the Overview page, never read as idle GPUs
+    assert alert.severity == "danger" and "cannot reach Prometheus" in alert.text
+    assert 'cluster_ops_telemetry_source_up{source="prometheus"} 0.0' in render(timezone.now()).decode()
 
 
 def test_telemetry_check_prints_the_wiring(lab: Lab) -> None:
