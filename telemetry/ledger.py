@@ -99,11 +99,11 @@ class Ledger:
         return _summed(self.lines)
 
     def by_tenant(self) -> dict[str, Usage]:
-        return _grouped(self.lines, lambda line: line.tenant)
+        return grouped(self.lines, lambda line: line.tenant)
 
     def by_owner(self) -> dict[tuple[str, str], Usage]:
         """(tenant, owner) → usage."""
-        return _grouped(self.lines, lambda line: (line.tenant, line.owner))
+        return grouped(self.lines, lambda line: (line.tenant, line.owner))
 
     def idle_jobs(self) -> list[JobLine]:
         """The jobs that held GPUs idle in the span, most idle first (ties: job id)."""
@@ -124,7 +124,8 @@ def _summed(lines: Iterable[JobLine]) -> Usage:
     return total
 
 
-def _grouped(lines: Iterable[JobLine], key: object) -> dict:  # type: ignore[type-arg]
+def grouped(lines: Iterable[JobLine], key: object) -> dict:  # type: ignore[type-arg]
+    """Lines summed by ``key(line)``."""
     groups: dict = {}  # type: ignore[type-arg]
     for line in lines:
         groups.setdefault(key(line), Usage()).add(line.usage)  # type: ignore[operator]

@@ -107,7 +107,8 @@ def connection() -> Connection:
     return Connection(settings.PROMETHEUS_URL.rstrip("/"), headers, float(settings.PROMETHEUS_TIMEOUT_SECONDS))
 
 
-_pool = urllib3.PoolManager(retries=urllib3.Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504)))
+_pool = urllib3.PoolManager(retries=urllib3.Retry(total=1, backoff_factor=0.2, status_forcelist=(502, 503, 504),
+                                                  raise_on_status=False))
 
 
 def query(conn: Connection, promql: str, at: datetime) -> list[dict[str, Any]]:
@@ -253,15 +254,18 @@ def read_pass(now: datetime, conn: Connection | None = None, seconds: int = WIND
         found.matched.add(gpu)
         field_name, scale = SERIES[name]
         for stamp, value in _values(series.get("values") or []):
-            reading = points.setdefault((gpu, stamp), {"job": str(labels.get("hpc_job", ""))[:64] or None})
             scaled = value * scale
             if field_name == "xid":
                 xids.setdefault(gpu, []).append((stamp, scaled))
-            elif scaled <= LIMITS[field_name] and not (field_name == "gpu_util" and name == GPU_UTIL
-                                                        and "engine" in reading):
-                reading[field_name] = scaled
-                if name == ENGINE_ACTIVE:
-                    reading["engine"] = True
+                continue
+            if scaled > LIMITS[field_name]:
+                continue  # no reading (a unit mix-up, a corrupt exporter)
+            reading = points.setdefault((gpu, stamp), {"job": str(labels.get("hpc_job", ""))[:64] or None})
+            if name == GPU_UTIL and "engine" in reading:
+                continue  # the engine-active fraction is the better measure of the two
+            reading[field_name] = scaled
+            if name == ENGINE_ACTIVE:
+                reading["engine"] = True
     found.unmatched = sorted(unmatched)[:MAX_LISTED]
     _readings(found, points, inventory, done)
     _xid_events(found, xids, inventory, done)

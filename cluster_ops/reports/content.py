@@ -278,8 +278,8 @@ def accounting(books: ledger.Ledger) -> list[Account]:
     """Per tenant (its total first) and owner: the jobs that held GPUs in the covered part and their GPU-seconds
     there (the ledger's held time: each allocation's interval clipped to it)."""
     held = [line for line in books.lines if line.usage.gpu_seconds > 0]
-    by_tenant = ledger._grouped(held, lambda line: line.tenant)
-    by_owner = ledger._grouped(held, lambda line: (line.tenant, line.owner))
+    by_tenant = ledger.grouped(held, lambda line: line.tenant)
+    by_owner = ledger.grouped(held, lambda line: (line.tenant, line.owner))
     accounts = [Account(name, "", len(u.jobs), u.gpu_seconds) for name, u in by_tenant.items()]
     accounts += [Account(name, owner, len(u.jobs), u.gpu_seconds) for (name, owner), u in by_owner.items()]
     return sorted(accounts, key=lambda a: (a.tenant, a.owner != "", -a.gpu_seconds, a.owner))
