@@ -48,6 +48,7 @@ from .models import (
     Job,
     JobForecast,
     SchedulerSettings,
+    SchedulingRound,
     Tenant,
 )
 from .runtime_models import FEATURE_FIELDS, job_features, runtime_predictor
@@ -186,9 +187,16 @@ def live_input(live: LiveSnapshot, config: SchedulingConfig, speedup: float, pre
     start = StartState(snap.now, running, progress, attained, load_round_state(config.policy))
     # Restart delays are already on the wall clock (live.config.scheduling_config); the simulator reads no reason.
     rounds = dataclasses.replace(config, cycle=dataclasses.replace(config.cycle, explain_counts=False))
-    sim = SimConfig.of(rounds, horizon=snap.now + HORIZON_SECONDS)
+    sim = SimConfig.of(rounds, horizon=snap.now + HORIZON_SECONDS, round_phase=round_phase(config.round_seconds))
     given = ForecastInput(tuple(jobs), snap.nodes, snap.tenants, snap.profiles, start, sim)
     return LiveForecastInput(given, predicted, snap.usable_gpus, digest)
+
+
+def round_phase(round_seconds: float) -> float:
+    """Where the live rounds fall in their interval (the last round's start, modulo the interval): the forecast's
+    rounds fall there too."""
+    last = SchedulingRound.objects.order_by("-pk").values_list("started_at", flat=True).first()  # rounds in order
+    return last.timestamp() % round_seconds if last is not None else 0.0
 
 
 def _work(info: JobInfo, predictor: RuntimePredictor, predicted: Mapping[int, float],

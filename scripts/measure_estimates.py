@@ -70,8 +70,10 @@ def main() -> None:
                                                                                                    "started_at"))
     errors = [(first_estimate[pk][1] - at).total_seconds() for pk, at in started.items()
               if first_estimate[pk][0] < at]
+    below = [load for load in after_first_minute
+             if int(str(load["waiting"])) and int(str(load["with_estimate"])) / int(str(load["waiting"])) < 0.95]
     report = {
-        "loads": len(loads), "loads_after_first_minute": len(after_first_minute),
+        "loads": len(loads), "loads_after_first_minute": len(after_first_minute), "loads_below_95": below,
         "share_with_estimate": {"min": min(shares, default=None), "median": statistics.median(shares) if shares
                                 else None, "loads_at_or_above_95": sum(s >= 0.95 for s in shares)},
         "waiting_per_load_median": statistics.median([int(str(load["waiting"])) for load in loads]) if loads else 0,

@@ -93,7 +93,7 @@ class Ledger:
     lines: tuple[JobLine, ...]
     gpu_energy_j: float  # every GPU's, held or not (0 for a tenant's ledger: its GPUs are its jobs')
     energy_modelled: bool
-    hour_resolution_before: datetime | None  # idle time and energy before this are whole job hours
+    hour_resolution_before: datetime | None  # idle time and energy before this came from whole job hours
 
     def total(self) -> Usage:
         return _summed(self.lines)
@@ -139,7 +139,8 @@ def read(start: datetime, end: datetime, *, tenant: Tenant | None = None) -> Led
     for job_id, seconds in held_seconds(start, end, tenant).items():
         usage.setdefault(job_id, Usage(jobs={job_id})).gpu_seconds += seconds
     hours_before = _first_job_minute()
-    for job_id, idle, energy in _telemetry_rows(start, end, tenant, hours_before):
+    rows, by_hours = _telemetry_rows(start, end, tenant, hours_before)
+    for job_id, idle, energy in rows:
         line = usage.setdefault(job_id, Usage(jobs={job_id}))
         line.idle_seconds += idle
         line.energy_j += energy
@@ -150,7 +151,7 @@ def read(start: datetime, end: datetime, *, tenant: Tenant | None = None) -> Led
     return Ledger(
         start=start, end=end, lines=lines, gpu_energy_j=0.0 if tenant is not None else gpu_energy,
         energy_modelled=simulated,
-        hour_resolution_before=hours_before if hours_before is not None and start < hours_before else None,
+        hour_resolution_before=hours_before if by_hours and hours_before is not None else None,
     )
 
 
@@ -187,16 +188,19 @@ def _minutes_then_hours(minute_model: Any, hour_model: Any, start: datetime, end
 
 
 def _telemetry_rows(start: datetime, end: datetime, tenant: Tenant | None,
-                    minutes_from: datetime | None) -> list[tuple[int, float, float]]:
+                    minutes_from: datetime | None) -> tuple[list[tuple[int, float, float]], bool]:
     """(job id, idle GPU-seconds, energy J) per job: job minutes in the span, and the whole job hours before the
-    first job minute kept."""
-    rows = []
+    first job minute kept; and whether any job hour was read."""
+    rows: list[tuple[int, float, float]] = []
+    read_hours = False
     for source in _minutes_then_hours(JobUsageMinute, JobUsageHour, start, end, minutes_from):
         scoped = source if tenant is None else source.filter(job__tenant=tenant)
         grouped = scoped.order_by().values("job_id").annotate(idle=Sum("idle_allocated_seconds"),
                                                               energy=Sum("energy_j"))
-        rows += [(row["job_id"], row["idle"], row["energy"]) for row in grouped]
-    return rows
+        found = [(row["job_id"], row["idle"], row["energy"]) for row in grouped]
+        read_hours = read_hours or (source.model is JobUsageHour and bool(found))
+        rows += found
+    return rows, read_hours
 
 
 def _gpu_energy(start: datetime, end: datetime) -> tuple[float, bool]:

@@ -57,6 +57,9 @@ class SimConfig:
     guards; ``SimConfig.of``) and how jobs execute."""
 
     round_seconds: float = DEFAULT_ROUND_SECONDS
+    # Rounds fall at ``round_phase`` + k × ``round_seconds``: a forecast runs them when the live cluster does (beat
+    # ticks from when it started, not from the epoch; their offset was a forecast's whole start error in the demo).
+    round_phase: float = 0.0
     restart_seconds: float = DEFAULT_RESTART_SECONDS
     speed_factor: float = 1.0  # throughput multiplier, e.g. from a power cap (telemetry/power.py)
     speed_factor_by_type: Mapping[str, float] = field(default_factory=dict)  # GPU type → its own multiplier
@@ -78,6 +81,8 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.round_seconds <= 0 or self.restart_seconds < 0:
             raise ValueError("round_seconds must be > 0 and restart_seconds ≥ 0")
+        if not 0 <= self.round_phase < self.round_seconds:
+            raise ValueError("round_phase must be in [0, round_seconds)")
         for name, factor in [("all types", self.speed_factor), *self.speed_factor_by_type.items()]:
             if not 0 < factor <= 1:
                 raise ValueError(f"speed factor ({name}) must be in (0, 1], got {factor}")
@@ -252,8 +257,8 @@ class _Engine:
 
     def _tick(self, at: float) -> float:
         """The first round at or after ``at``."""
-        step = self.config.round_seconds
-        return math.ceil(at / step - 1e-9) * step
+        step, phase = self.config.round_seconds, self.config.round_phase
+        return math.ceil((at - phase) / step - 1e-9) * step + phase
 
     def _request_decision(self, at: float) -> None:
         tick = self._tick(at)

@@ -9,7 +9,19 @@ from django.test import Client
 
 from scheduler import forecasts, runtime_models, services
 from scheduler.live.config import scheduler_settings
-from scheduler.models import Allocation, Forecast, Gpu, GpuHealth, Job, JobForecast, JobState, Node, Tenant
+from scheduler.models import (
+    Allocation,
+    Forecast,
+    Gpu,
+    GpuHealth,
+    Job,
+    JobForecast,
+    JobState,
+    Node,
+    RoundStatus,
+    SchedulingRound,
+    Tenant,
+)
 from scheduler.schedule import FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME, sync_round_schedule
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a multiple of every round interval below
@@ -69,6 +81,21 @@ def test_forecast_of_a_database_queue_worked_by_hand(cluster: Node, tenant: Tena
     assert redacted.endswith("when another tenant's job finishes")
     assert forecasts.starts_in(got["D"], NOW) == "starts in ~3 min"
     assert Job.objects.get(name="B").predicted_seconds == 50  # the owner's estimate, stored for policies
+
+
+def test_forecast_rounds_fall_when_the_live_rounds_do(cluster: Node, tenant: Tenant) -> None:
+    """Beat's rounds run every 10 s from when it started — here at :07, :17, … — not at multiples of 10 s since the
+    epoch: B, waiting for A to end at +100, starts at the live round after it, +107 (the demo's estimates were
+    all a constant 25.6 s early before)."""
+    a = rigid(tenant, "A", 4, 300, 900)
+    rigid(tenant, "B", 4, 50, 500)
+    run_on_all_gpus(a, served=200)
+    SchedulingRound.objects.create(policy="fifo", started_at=NOW - timedelta(seconds=3), finished_at=NOW,
+                                   status=RoundStatus.OK)
+
+    forecasts.refresh(NOW)
+
+    assert estimates()["B"].estimated_start == at(107)
 
 
 def test_a_job_past_its_prediction_is_re_estimated_never_due_in_the_past(cluster: Node, tenant: Tenant) -> None:
