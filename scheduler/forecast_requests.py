@@ -4,7 +4,9 @@
 (after the change commits), so a waiting job has an estimate within seconds rather than at the next beat. Debounced:
 each process sends at most one request per ``DEBOUNCE_SECONDS`` (its local cache), and the task reads the queue
 when it runs, after the window, so a burst of submissions makes one forecast; a forecast whose digest did not
-change since the last is a no-op (``forecasts.refresh``). A request that finds another forecast being made waits
+change since the last is a no-op (``forecasts.refresh``). When forecasts assume arrivals, the quick point forecast
+is followed at once by one with arrival samples (``follow_with_arrivals``): the estimate comes in seconds and says
+what it assumed, and the arrivals' one replaces it seconds later. A request that finds another forecast being made waits
 for it and tries again (``ForecastBusy``), so a change made while a forecast ran is never dropped; one the broker
 refused is left to the beat (every round interval), which forecasts any change it finds.
 """
@@ -16,13 +18,23 @@ import logging
 from celery import current_app
 from django.core.cache import cache
 
-from cluster_ops.dispatch import send_after_commit
+from cluster_ops.dispatch import BROKER_AWAY, send_after_commit
 
 logger = logging.getLogger(__name__)
 
 FORECAST_SOON_TASK = "scheduler.forecast_soon"
 DEBOUNCE_SECONDS = 2
 REQUESTED_KEY = "cluster-ops:forecast-requested"
+
+
+def follow_with_arrivals() -> None:
+    """After a quick point forecast, the forecast with arrival samples (``scheduler.forecast``), at once."""
+    from .forecasts import FORECAST_TASK  # forecasts imports the models; this module is imported by services
+
+    try:
+        current_app.send_task(FORECAST_TASK, ignore_result=True)
+    except BROKER_AWAY as error:
+        logger.warning("the forecast with arrivals is left to the beat: %s", error)
 
 
 def request_forecast(reason: str) -> None:

@@ -82,13 +82,15 @@ def forecast() -> int | None:
              time_limit=settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
 def forecast_soon(self: Any) -> int | None:
     """Forecast the queue because it changed (``scheduler.forecast_requests``): a point forecast (under a second
-    for the demo's queue, where arrival samples take ten), so a new job has its estimate within seconds; the beat's
-    next forecast adds the arrival samples. While another forecast is being made, wait for it and try again, so
-    that the change is not left to the next beat."""
+    for the demo's queue, where arrival samples take seconds more), so a new job has its estimate within seconds,
+    followed at once by the forecast with arrivals when they are assumed. While another forecast is being made,
+    wait for it and try again, so that the change is not left to the next beat."""
     try:
         row = forecasts.refresh(busy_raises=True, samples=0)
     except forecasts.ForecastBusy as busy:
         raise self.retry(countdown=forecast_requests.DEBOUNCE_SECONDS, exc=busy) from None
+    if row is not None and forecasts.arrival_samples_for(row.made_at):
+        forecast_requests.follow_with_arrivals()
     return row.pk if row else None
 
 

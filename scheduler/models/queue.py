@@ -308,8 +308,10 @@ class Allocation(models.Model):
                 name="allocation_ends_after_start",
             ),
         ]
-        # Who held this GPU at time t (telemetry attributes every sample to a job).
-        indexes = [models.Index(fields=["gpu", "ended_at"])]
+        # Who held this GPU at time t (telemetry attributes every sample to a job); the GPU-hour ledger's spans
+        # (allocations overlapping [start, end)) and the cluster's first allocation (telemetry/ledger.py).
+        indexes = [models.Index(fields=["gpu", "ended_at"]), models.Index(fields=["started_at"]),
+                   models.Index(fields=["ended_at"])]
 
     def __str__(self) -> str:
         return f"{self.job} on {self.gpu}"

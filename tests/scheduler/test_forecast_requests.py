@@ -135,3 +135,26 @@ def test_forecasts_assume_arrivals_when_the_feed_is_steady_and_say_which(tenant:
     assert "assumes no new jobs arrive" in forecasts.describe(estimate)
     # the beat after a quick forecast: same queue, but it assumed no arrivals where this one would
     assert forecasts.refresh(NOW) is not None and Forecast.objects.first().samples == 2  # type: ignore[union-attr]
+
+
+@pytest.mark.usefixtures("cluster")
+def test_a_quick_forecast_is_followed_by_one_with_arrivals_when_they_are_assumed(
+        tenant: Tenant, settings: Any, sent: list[dict[str, Any]]) -> None:
+    settings.FORECAST_ARRIVAL_SAMPLES = 2
+    now = timezone.now()
+    rng = random.Random(8)
+    at = 0.0
+    while at < 1800:
+        at += rng.expovariate(1 / 30)
+        Job.objects.create(tenant=tenant, name=f"past-{at:.0f}", workload_profile="custom", total_work=1.0,
+                           expected_seconds=60, submitted_at=now - timedelta(seconds=at), state="succeeded",
+                           finished_at=now - timedelta(seconds=at - 1))
+    services.submit_job(tenant=tenant, name="new", workload_profile="custom", total_work=1.0, min_gpus=4,
+                        expected_seconds=60)
+
+    tasks.forecast_soon.run()
+
+    assert Forecast.objects.first().samples == 0  # type: ignore[union-attr]  # the estimate, at once
+    assert [call["name"] for call in sent][-1] == forecasts.FORECAST_TASK  # and the one with arrivals, next
+    tasks.forecast.run()
+    assert Forecast.objects.first().samples == 2  # type: ignore[union-attr]
