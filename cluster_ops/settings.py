@@ -316,7 +316,7 @@ REPORT_TIME_LIMIT_SECONDS = envint("REPORT_TIME_LIMIT_SECONDS", 600, minimum=10)
 HARD_LIMIT_GRACE_SECONDS = 30
 # Forecasts (scheduler/forecasts.py): each under this limit; with N arrival samples a range instead of a point.
 FORECAST_TIME_LIMIT_SECONDS = envint("FORECAST_TIME_LIMIT_SECONDS", 120, minimum=10)
-FORECAST_ARRIVAL_SAMPLES = min(envint("FORECAST_ARRIVAL_SAMPLES", 6), 20)  # at most 20 samples; 0: never
+FORECAST_ARRIVAL_SAMPLES = min(envint("FORECAST_ARRIVAL_SAMPLES", 4), 20)  # at most 20 samples; 0: never
 # Whether forecasts assume future arrivals: "auto" when the recent arrival rate is steady
 # (scheduler.forecasts.arrivals_are_steady), "always", or "never" (the queue as it is).
 FORECAST_ARRIVALS = envstr("FORECAST_ARRIVALS", "auto").lower()

@@ -73,7 +73,7 @@ def node_poll() -> dict[int, str]:
 def forecast() -> int | None:
     """Forecast the queue when it, the inventory or the settings changed, or the last forecast is stale (beat,
     every round interval); a lost or killed one is simply made at the next beat. Returns the forecast's id."""
-    row = forecasts.refresh()
+    row = forecasts.refresh(catching_up=True)
     return row.pk if row else None
 
 

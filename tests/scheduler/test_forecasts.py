@@ -83,6 +83,14 @@ def test_forecast_of_a_database_queue_worked_by_hand(cluster: Node, tenant: Tena
     assert Job.objects.get(name="B").predicted_seconds == 50  # the owner's estimate, stored for policies
 
 
+def test_the_beat_leaves_a_fresh_change_to_its_own_request(cluster: Node, tenant: Tenant) -> None:
+    rigid(tenant, "A", 4, 300, 100)
+    assert forecasts.refresh(NOW) is not None
+    rigid(tenant, "B", 2, 50, 0)  # the queue changed: its submission asked for a forecast of its own
+    assert forecasts.refresh(at(5), catching_up=True) is None  # not the beat's, on the round's tick
+    assert forecasts.refresh(at(10), catching_up=True) is not None  # a round interval on, the request was lost
+
+
 def test_forecast_rounds_fall_when_the_live_rounds_do(cluster: Node, tenant: Tenant) -> None:
     """Beat's rounds run every 10 s from when it started — here at :07, :17, … — not at multiples of 10 s since the
     epoch: B, waiting for A to end at +100, starts at the live round after it, +107 (the demo's estimates were
