@@ -3,13 +3,15 @@
 Made on the reports queue: ``scheduler.forecast_soon`` a few seconds after the queue changes (a submission, a
 cancel, a round that started or finished jobs, a settings change: ``scheduler.forecast_requests``), a point
 forecast so that a new job has its estimate within seconds, followed at once by one with arrivals when they are
-assumed; and ``scheduler.forecast``, sent by beat every round interval as a safety net: made again when the last one
-is ``REFRESH_ROUNDS`` rounds old, assumed other arrivals than this one would, or the queue, the inventory or the
-settings changed (their digest) and the last forecast is a round interval old; otherwise the beat is a no-op. **Arrivals**: with ``FORECAST_ARRIVALS=auto`` (the default) the beat's forecasts assume new
-jobs keep arriving like the recent ones whenever their rate is steady (``arrivals_are_steady``), sampled
-``FORECAST_ARRIVAL_SAMPLES`` times up to a little past the last waiting job's start (``arrival_reach``); every
-estimate says which it assumed (``assumption``). Each forecast is stored whole (``Forecast`` and one
-``JobForecast`` per job) in one transaction, with the time it was made; the last ``KEEP_FORECASTS`` are kept.
+assumed; and ``scheduler.forecast``, sent by beat every round interval as a safety net: made again when the last
+one is ``REFRESH_ROUNDS`` rounds old, assumed other arrivals than this one would, or the queue, the inventory or
+the settings changed (their digest) and the last forecast is a round interval old; otherwise a no-op.
+
+**Arrivals**: with ``FORECAST_ARRIVALS=auto`` (the default) forecasts assume new jobs keep arriving like the
+recent ones whenever their rate is steady (``arrivals_are_steady``), sampled ``FORECAST_ARRIVAL_SAMPLES`` times up
+to a little past the last waiting job's start (``arrival_reach``); every estimate says which it assumed
+(``assumption``). Each forecast is stored whole (``Forecast`` and one ``JobForecast`` per job) in one transaction,
+with the time it was made; the last ``KEEP_FORECASTS`` are kept.
 
 Clock and units. Forecasts run on the wall clock (epoch seconds), so the policy's own memory (its
 ``PolicyState``) reads as it does in the live round. Under the simulated executor, which runs jobs
