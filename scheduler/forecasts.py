@@ -222,13 +222,15 @@ def _work(info: JobInfo, predictor: RuntimePredictor, predicted: Mapping[int, fl
 
 def arrival_window(now: datetime) -> tuple[datetime, list[datetime]]:
     """The span arrivals are learnt from — the last ``ARRIVAL_WINDOW_SECONDS``, or since the first submission
-    when the cluster is younger (a rate over three days of a one-hour-old cluster would be 72 times too low) — and
-    the submission times in it (the latest ``MAX_RECENT_JOBS``)."""
+    when the cluster is younger (a rate over three days of a one-hour-old cluster would be 72 times too low), or
+    since the earliest of the latest ``MAX_RECENT_JOBS`` — and the submission times in it."""
     since = now - timedelta(seconds=ARRIVAL_WINDOW_SECONDS)
     times = list(Job.objects.filter(submitted_at__gte=since, submitted_at__lt=now).order_by("-submitted_at")
                  .values_list("submitted_at", flat=True)[:MAX_RECENT_JOBS])
     first = Job.objects.filter(submitted_at__lt=now).order_by("submitted_at").values_list("submitted_at",
                                                                                           flat=True).first()
+    if len(times) == MAX_RECENT_JOBS:
+        first = times[-1]  # a rate over the jobs kept, not over a window they do not fill
     return (max(since, first) if first is not None else now), times
 
 

@@ -237,13 +237,27 @@ def read_pass(now: datetime, conn: Connection | None = None, seconds: int = WIND
     prints it."""
     result = raw_samples(conn or connection(), now, seconds)
     inventory = Inventory()
-    keys = {id(series): series_key(series.get("metric") or {}) for series in result}
-    ranks = _instance_ranks(keys.values())
-    points: dict[tuple[int, float], dict[str, Any]] = {}
     done = dict(latest_per_gpu(now - timedelta(days=1), now + timedelta(seconds=1)).values_list("gpu_id", "at"))
     found = Pass(now)
-    unmatched: set[str] = set()
+    points, xids = _gather(result, inventory, found)
+    _readings(found, points, inventory, done)
+    _xid_events(found, xids, inventory, done)
+    _health(found, inventory)
+    return found
+
+
+Points = dict[tuple[int, float], dict[str, Any]]  # (GPU id, epoch seconds) → reading fields
+
+
+def _gather(result: list[dict[str, Any]], inventory: Inventory,
+            found: Pass) -> tuple[Points, dict[int, list[tuple[float, float]]]]:
+    """The series' samples as readings' fields per GPU and scrape time, and the XID samples per GPU; the GPUs
+    matched and the series matching none go into ``found``."""
+    keys = {id(series): series_key(series.get("metric") or {}) for series in result}
+    ranks = _instance_ranks(keys.values())
+    points: Points = {}
     xids: dict[int, list[tuple[float, float]]] = {}
+    unmatched: set[str] = set()
     for series in result:
         labels, key = series.get("metric") or {}, keys[id(series)]
         name = labels.get("__name__", "")
@@ -253,24 +267,25 @@ def read_pass(now: datetime, conn: Connection | None = None, seconds: int = WIND
             continue
         found.matched.add(gpu)
         field_name, scale = SERIES[name]
+        job = str(labels.get("hpc_job", ""))[:64] or None
         for stamp, value in _values(series.get("values") or []):
             scaled = value * scale
             if field_name == "xid":
                 xids.setdefault(gpu, []).append((stamp, scaled))
-                continue
-            if scaled > LIMITS[field_name]:
-                continue  # no reading (a unit mix-up, a corrupt exporter)
-            reading = points.setdefault((gpu, stamp), {"job": str(labels.get("hpc_job", ""))[:64] or None})
-            if name == GPU_UTIL and "engine" in reading:
-                continue  # the engine-active fraction is the better measure of the two
-            reading[field_name] = scaled
-            if name == ENGINE_ACTIVE:
-                reading["engine"] = True
+            elif scaled <= LIMITS[field_name]:  # above: no reading (a unit mix-up, a corrupt exporter)
+                _put(points.setdefault((gpu, stamp), {"job": job}), name, field_name, scaled)
     found.unmatched = sorted(unmatched)[:MAX_LISTED]
-    _readings(found, points, inventory, done)
-    _xid_events(found, xids, inventory, done)
-    _health(found, inventory, now)
-    return found
+    return points, xids
+
+
+def _put(reading: dict[str, Any], name: str, field_name: str, value: float) -> None:
+    """Set one field of a reading; the engine-active fraction wins over ``DCGM_FI_DEV_GPU_UTIL``, whichever came
+    first (it says how busy the GPU was, not only that a kernel ran)."""
+    if name == GPU_UTIL and reading.get("engine"):
+        return
+    reading[field_name] = value
+    if name == ENGINE_ACTIVE:
+        reading["engine"] = True
 
 
 def _values(values: Sequence[Any]) -> Iterable[tuple[float, float]]:
@@ -284,8 +299,8 @@ def _values(values: Sequence[Any]) -> Iterable[tuple[float, float]]:
             yield stamp, value
 
 
-def _readings(found: Pass, points: Mapping[tuple[int, float], Mapping[str, Any]], inventory: Inventory,
-              done: Mapping[int, datetime]) -> None:
+def _readings(found: Pass, points: Points, inventory: Inventory, done: Mapping[int, datetime]) -> None:
+    """The readings newer than what each GPU has stored; each GPU's newest, and whether it reported lately."""
     for (gpu, stamp), values in sorted(points.items()):
         at = datetime.fromtimestamp(stamp, tz=UTC)
         used, free = values.get("mem_used_mib"), values.get("mem_free_mib")
@@ -316,7 +331,7 @@ def _xid_events(found: Pass, xids: Mapping[int, list[tuple[float, float]]], inve
             previous = code
 
 
-def _health(found: Pass, inventory: Inventory, now: datetime) -> None:
+def _health(found: Pass, inventory: Inventory) -> None:
     """Lost: a GPU that reported in the window but not lately while its node's other GPUs do; stale: a node none of
     whose GPUs reported lately."""
     fresh_hosts = {inventory.host[gpu] for gpu in found.fresh}

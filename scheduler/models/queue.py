@@ -238,7 +238,8 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["submitted_at", "id"]
-        indexes = [models.Index(fields=["state", "submitted_at"])]
+        # The queue in order; and arrivals over a window (forecasts.arrival_window, whatever the state).
+        indexes = [models.Index(fields=["state", "submitted_at"]), models.Index(fields=["submitted_at"])]
         constraints = [
             models.CheckConstraint(
                 condition=Q(min_gpus__gte=1), name="job_min_gpus_at_least_one",
