@@ -120,17 +120,26 @@ class ScopeMinute(models.Model):
         return f"{self.scope}, minute {self.start:%Y-%m-%d %H:%M}"
 
 
-class JobUsageHour(models.Model):
-    """A job's GPU time in one hour: held, idle while held, and energy; tenants sum their jobs."""
+class JobUsage(models.Model):
+    """A job's GPU time in one bucket starting at ``start``: held, idle while held, and energy; tenants sum their
+    jobs."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="usage_hours")
     start = models.DateTimeField()
     allocated_seconds = models.FloatField(default=0.0, help_text="GPU-seconds held")
     idle_allocated_seconds = models.FloatField(default=0.0, help_text="GPU-seconds held while idle")
     energy_j = models.FloatField(default=0.0)
 
     class Meta:
+        abstract = True
         ordering = ["-start"]
+
+
+class JobUsageHour(JobUsage):
+    """A job's hour: what the curves of a tenant read, and the ledger before the job minutes kept."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="usage_hours")
+
+    class Meta(JobUsage.Meta):
         constraints = [models.UniqueConstraint(fields=["job", "start"], name="jobusagehour_one_per_job_and_hour")]
         indexes = [models.Index(fields=["start"])]
 
@@ -138,18 +147,13 @@ class JobUsageHour(models.Model):
         return f"job {self.job_id}, hour {self.start:%Y-%m-%d %H:00}"
 
 
-class JobUsageMinute(models.Model):
-    """A job's GPU time in one minute, as ``JobUsageHour``: what the GPU-hour ledger (``telemetry.ledger``) reads
-    for idle time and energy, so that a period ending mid-hour is counted to the minute. Kept as minute rollups."""
+class JobUsageMinute(JobUsage):
+    """A job's minute: what the GPU-hour ledger (``telemetry.ledger``) reads for idle time and energy, so that a
+    period ending mid-hour is counted to the minute. Kept as long as minute rollups."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="usage_minutes")
-    start = models.DateTimeField()
-    allocated_seconds = models.FloatField(default=0.0, help_text="GPU-seconds held")
-    idle_allocated_seconds = models.FloatField(default=0.0, help_text="GPU-seconds held while idle")
-    energy_j = models.FloatField(default=0.0)
 
-    class Meta:
-        ordering = ["-start"]
+    class Meta(JobUsage.Meta):
         constraints = [models.UniqueConstraint(fields=["job", "start"], name="jobusageminute_one_per_job_and_minute")]
         indexes = [models.Index(fields=["start"])]
 
