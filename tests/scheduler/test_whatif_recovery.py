@@ -79,7 +79,7 @@ def test_every_background_task_has_a_time_limit_and_rounds_have_a_queue_of_their
     from cluster_ops.reports import tasks as report_tasks
     from scheduler import tasks
 
-    for task in (tasks.run_whatif, report_tasks.make, report_tasks.make_scheduled):
+    for task in (tasks.run_whatif, report_tasks.make, report_tasks.make_scheduled, tasks.forecast_soon):
         assert task.soft_time_limit and task.time_limit and task.time_limit > task.soft_time_limit
     routes = settings.CELERY_TASK_ROUTES
     on_rounds = {name for name, route in routes.items() if route["queue"] == settings.ROUND_QUEUE}
@@ -88,7 +88,7 @@ def test_every_background_task_has_a_time_limit_and_rounds_have_a_queue_of_their
     # Forecasts and reports never wait behind what-ifs (issue 20, item 3): a queue of their own.
     on_reports = {name for name, route in routes.items() if route["queue"] == settings.REPORT_QUEUE}
     assert on_reports == {"reports.make", "reports.make_scheduled", "reports.deliver", "scheduler.forecast",
-                          "scheduler.train_runtimes"}
+                          "scheduler.forecast_soon", "scheduler.train_runtimes"}
     assert app.amqp.router.route({}, "scheduler.run_round")["queue"].name == "rounds"
 
 
