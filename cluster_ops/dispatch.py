@@ -21,16 +21,16 @@ logger = logging.getLogger(__name__)
 BROKER_AWAY = (OperationalError, RedisError, ConnectionError, TimeoutError)
 
 
-def send_after_commit(send: Callable[[], object], what: str, unsent: Callable[[], object]) -> None:
+def send_after_commit(send: Callable[[], object], what: str, unsent: Callable[[], object],
+                      then: str = "it is sent again when the broker is back") -> None:
     """Call ``send`` once the current transaction commits (at once outside one); if the broker is away, call
-    ``unsent`` (mark the row for the recovery to send) instead of raising."""
+    ``unsent`` (mark the row for the recovery to send) instead of raising, and log what happens ``then``."""
 
     def guarded() -> None:
         try:
             send()
         except BROKER_AWAY as error:
-            logger.warning("%s not sent, the broker is away (%s): it is sent again when the broker is back",
-                           what, error)
+            logger.warning("%s not sent, the broker is away (%s): %s", what, error, then)
             unsent()
 
     transaction.on_commit(guarded)

@@ -43,4 +43,5 @@ def request_forecast(reason: str) -> None:
         return  # one already on its way from this process: it reads the queue after this change
     send_after_commit(lambda: current_app.send_task(FORECAST_SOON_TASK, countdown=DEBOUNCE_SECONDS,
                                                     ignore_result=True),
-                      f"forecast after {reason}", unsent=lambda: cache.delete(REQUESTED_KEY))
+                      f"forecast after {reason}", unsent=lambda: cache.delete(REQUESTED_KEY),
+                      then="the beat's next forecast covers the change")
