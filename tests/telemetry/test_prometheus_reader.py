@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from scheduler import services
+from scheduler.models import Job
 from telemetry import prometheus
 from telemetry.models import GpuSample, TelemetrySource
 
@@ -100,3 +101,15 @@ def test_an_unset_url_is_a_failure_not_a_crash(settings: Any) -> None:
     status = prometheus.collect(NOW)
     assert not status.ok and status.error == "PROMETHEUS_URL is not set"
     assert TelemetrySource.objects.get().failing_since == NOW
+
+
+def test_a_sample_labelled_with_a_slurm_job_belongs_to_that_job(fake_api: type[Answer], tenant: Any) -> None:
+    services.register_node("n1", [services.GpuSpec(0, "GPU-n1-0", "NVIDIA A100-SXM4-80GB", 81920, 400)])
+    job = services.submit_job(tenant=tenant, name="sbatch", workload_profile="cifar10", total_work=1)
+    Job.objects.filter(pk=job.pk).update(cluster_job_id="4242")  # no allocation of the console's: Slurm's own job
+    fake_api.status, fake_api.body = 200, matrix(
+        series("DCGM_FI_DEV_GPU_UTIL", [[NOW.timestamp() - 5, "90"]], hpc_job="4242"))
+
+    prometheus.collect(NOW)
+
+    assert list(GpuSample.objects.values_list("job_id", "gpu_util")) == [(job.pk, 90.0)]
