@@ -372,11 +372,11 @@ def window_since(now: datetime) -> int:
 def check(now: datetime | None = None) -> dict[str, Any]:
     """One pass read, nothing stored, in ``manage.py telemetry_check --json``'s shape (utilisation as 0–1)."""
     found = read_pass(now or timezone.now())
-    places = dict(Gpu.objects.filter(pk__in=list(found.latest)).values_list("pk", "node__hostname"))
-    indexes = dict(Gpu.objects.filter(pk__in=list(found.latest)).values_list("pk", "index"))
-    samples = [{"hostname": places[gpu], "gpu_index": indexes[gpu],
+    place = {pk: (host, index) for pk, host, index in
+             Gpu.objects.filter(pk__in=list(found.latest)).values_list("pk", "node__hostname", "index")}
+    samples = [{"hostname": place[gpu][0], "gpu_index": place[gpu][1],
                 "utilisation": None if r.gpu_util is None else round(r.gpu_util / 100, 4),
                 "power_w": r.power_w, "memory_used_mib": r.mem_used_mib}
-               for gpu, r in sorted(found.latest.items(), key=lambda item: (places[item[0]], indexes[item[0]]))]
+               for gpu, r in sorted(found.latest.items(), key=lambda item: place[item[0]])]
     return {"source": "prometheus", "gpus_matched": len(found.matched), "gpus_unmatched": found.unmatched,
             "stale_nodes": found.stale_nodes, "samples": samples}
