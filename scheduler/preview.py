@@ -65,7 +65,7 @@ def preview_round(policy_name: str, now: datetime, quotas: Mapping[str, int] | N
         snap = dataclasses.replace(snap, tenants=tenants)
     config = scheduling_config(policy=policy_name)
     policy = build_policy(config)
-    result = run_cycle(snap, policy, load_round_state(policy.name), config.cycle)
+    result = run_cycle(snap, policy, load_round_state(policy.name), config.cycle, config.restart_delay)
     names = dict(Job.objects.filter(pk__in=[int(d.job_id) for d in result.changes]).values_list("pk", "name"))
     tenant_of = {job.id: job.tenant for job in snap.jobs}
     changes = [Change(int(d.job_id), names.get(int(d.job_id), d.job_id), tenant_of[d.job_id], _kind(d),

@@ -96,7 +96,7 @@ class Decision:
     kind: str
     job: str
     tenant: str
-    gpus: str  # "2 → 4"
+    gpus: str  # "2 → 4", or "4 v100 → 4 a100" (RescaleEvent.gpus_label)
     reason: str
     gpu_type: str = "—"  # of the GPUs it holds after the round
 
@@ -251,6 +251,6 @@ def round_summary(jobs: JobQuerySet) -> RoundSummary:
         events = list(RescaleEvent.objects.filter(round=last, job__in=jobs).select_related("job__tenant")
                       [:ROUND_EVENTS])
         types = held_gpu_types(Allocation.objects.filter(job_id__in=[e.job_id for e in events], ended_at__isnull=True))
-        decisions = [Decision(e.at, e.kind, e.job.name, e.job.tenant.name, f"{e.from_gpus} → {e.to_gpus}", e.reason,
+        decisions = [Decision(e.at, e.kind, e.job.name, e.job.tenant.name, e.gpus_label, e.reason,
                               types.get(e.job_id, "—")) for e in events]
     return RoundSummary(config.policy, config.round_seconds, config.executor, config.paused, last, decisions)

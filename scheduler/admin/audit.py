@@ -53,7 +53,7 @@ class RescaleEventAdmin(AuditAdmin):
 
     @admin.display(description="GPUs", ordering="to_gpus")
     def gpus(self, event: RescaleEvent) -> str:
-        return f"{event.from_gpus} → {event.to_gpus}"
+        return event.gpus_label
 
     @admin.display(description="reason", ordering="reason")
     def short_reason(self, event: RescaleEvent) -> str:

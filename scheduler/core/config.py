@@ -15,15 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cycle import CycleConfig
+from .cycle import DEFAULT_RESTART_SECONDS, CycleConfig
 from .policy import POLICIES, Policy, UnknownPolicy, load_builtin_policies
 from .types import JobInfo
 
 DEFAULT_POLICY = "tiresias"
 DEFAULT_ROUND_SECONDS = 60.0
-# How long a job stalls to checkpoint and reload after a rescale or a preemption, when nothing better is
-# known (Pollux's simulator charges 30 s on every re-allocation; Sia's uses 30 s for a model outside its table).
-DEFAULT_RESTART_SECONDS = 30.0
 
 
 def check_restart_delays(seconds: float, by_profile: Mapping[str, float]) -> None:

@@ -8,7 +8,7 @@ time and calls the same function. Each decision carries a reason an operator can
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -19,10 +19,18 @@ from .capacity import demand_fits
 from .placement import place
 from .policy import Policy
 from .quota import reclaim_for_owners
-from .speed import job_speed
+from .speed import held_type, job_speed, remaining_seconds
 from .types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 
 HOUR = 3600.0
+# How long a job stalls to checkpoint and reload after a rescale or a preemption, when nothing better is
+# known (Pollux's simulator charges 30 s on every re-allocation; Sia's uses 30 s for a model outside its table).
+DEFAULT_RESTART_SECONDS = 30.0
+RestartDelay = Callable[[str | None], float]  # a workload profile (None: no profile) → its restart delay, s
+
+
+def _default_restart_delay(profile: str | None) -> float:
+    return DEFAULT_RESTART_SECONDS
 
 
 class Action(StrEnum):
@@ -39,14 +47,18 @@ class CycleConfig:
 
     min_rescale_gain: float = 0.1  # grow a running job only for ≥ 10 % more speed (hysteresis)
     max_rescales_per_hour: int = 4  # per job; further rescales wait
+    # A change that speeds a running job up (it grows, or moves to a faster GPU type) must repay its restart
+    # within this horizon, or before the job would end if that is sooner: speed after × (horizon − restart)
+    # > speed now × horizon. Every policy, those that price restarts too: theirs is a price, this a horizon.
+    payback_seconds: float = 600.0
     enforce_quotas: bool = True
     # Starts and resizes say what set their count, waits who holds the GPUs (explain.py); the simulator, which
     # never reads a reason, turns it off.
     explain_counts: bool = True
 
     def __post_init__(self) -> None:
-        if self.min_rescale_gain < 0 or self.max_rescales_per_hour < 0:
-            raise ValueError("min_rescale_gain and max_rescales_per_hour must be ≥ 0")
+        if self.min_rescale_gain < 0 or self.max_rescales_per_hour < 0 or not 0 <= self.payback_seconds < 1e9:
+            raise ValueError("min_rescale_gain, max_rescales_per_hour and payback_seconds must be ≥ 0")
 
 
 class Decision(NamedTuple):
@@ -71,14 +83,32 @@ class _Outcome:
     type_notes: Mapping[str, str]  # job id → why it went on its GPU type, added to its reason
     snap: ClusterSnapshot | None = None  # with it, starts and rescales say what set their count (explain.py)
     count_rule: str | None = None  # the policy's rule for counts, e.g. "which tiresias gives every job"
+    restart_delay: RestartDelay = _default_restart_delay
 
     def decide(self, job: JobInfo) -> Decision:
         reason = next((stage[job.id] for stage in reversed(self.reasons) if job.id in stage), None)
         decision = _decide(job, self.placements.get(job.id, ()), reason, self.batch_sizes.get(job.id))
         if self.snap is not None:
             decision = self._explained(job, decision, reason is None)
+            if decision.action is Action.RESCALE:
+                decision = self._type_move(job, decision)
         note = self.type_notes.get(job.id)
         return decision._replace(reason=f"{decision.reason}; {note}") if note else decision
+
+    def _type_move(self, job: JobInfo, decision: Decision) -> Decision:
+        """A rescale onto another GPU type says so first: "moved v100 → a100: 2.1× its speed there; restart ~40 s"."""
+        assert self.snap is not None
+        type_of = self.snap.index.type_of
+        before, after = type_of.get(decision.previous[0]), type_of.get(decision.gpus[0])
+        if before is None or after is None or before == after:
+            return decision
+        then = job_speed(job, self.snap, len(decision.gpus), gpu_type=after)
+        now = job_speed(job, self.snap, len(decision.previous), gpu_type=before)
+        speed = f"{then / now:.1f}× its speed there" if now > 0 else "it made no progress there"
+        counts = "" if len(decision.gpus) == len(decision.previous) else (
+            f" ({len(decision.previous)} → {len(decision.gpus)} GPUs)")
+        moved = (f"moved {before} → {after}{counts}: {speed}; restart ~{self.restart_delay(job.profile):.0f} s")
+        return decision._replace(reason=f"{moved}; {decision.reason}")
 
     def _explained(self, job: JobInfo, decision: Decision, default: bool) -> Decision:
         """The decision with what set its count (a start or a resize) or who holds its GPUs (it cannot be placed)."""
@@ -148,8 +178,11 @@ class PolicyContractError(ValueError):
 
 
 def run_cycle(
-    snap: ClusterSnapshot, policy: Policy, state: PolicyState | None = None, config: CycleConfig | None = None
+    snap: ClusterSnapshot, policy: Policy, state: PolicyState | None = None, config: CycleConfig | None = None,
+    restart_delay: RestartDelay = _default_restart_delay,
 ) -> CycleResult:
+    """One round. ``restart_delay`` is what a restart costs a job of a profile (``SchedulingConfig.restart_delay``):
+    the payback guard weighs it, and a move between GPU types says it."""
     config = config or CycleConfig()
     state = state or {}
     admitted, rejected = admit(snap)
@@ -159,18 +192,20 @@ def run_cycle(
     capabilities = policy.capabilities
     if capabilities.prices_restarts:  # its objective already weighs a restart against the gain
         config = dataclasses.replace(config, min_rescale_gain=0.0)
-    counts, stage_reasons = stabilise(admitted, counts, history, config)
+    guards = Guards(admitted, result.gpu_types, history, config, restart_delay)
+    counts, stage_reasons, held = guards.stabilise(counts)
     if config.enforce_quotas:
         counts, quota_reasons = reclaim_for_owners(admitted, counts)
         stage_reasons.update(quota_reasons)
     # A policy that places node by node (Pollux) moves a growing job whole onto one node rather than spread it.
     # A type the policy chose goes with the count it chose: a job the guards held or a quota resized stays where
     # it is rather than move with a count the policy did not price there.
-    types = {job_id: t for job_id, t in result.gpu_types.items() if counts[job_id] == result.allocations[job_id]}
+    types = {job_id: t for job_id, t in result.gpu_types.items()
+             if counts[job_id] == result.allocations[job_id] and job_id not in held}
     placed = place(admitted, counts, consolidate=capabilities.consolidates_on_growth, gpu_types=types)
     stages = (result.reasons, stage_reasons, placed.notes, placed.unplaced, rejected)
     outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes, placed.type_notes,
-                       snap if config.explain_counts else None, capabilities.count_rule)
+                       snap if config.explain_counts else None, capabilities.count_rule, restart_delay)
     changes = outcome.changes()
     new_state = {"policy": result.state, "rescales": _record_rescales(history, snap.jobs, changes, snap.now)}
     return CycleResult(changes, new_state, result.wake_at, outcome, result.note)
@@ -225,45 +260,94 @@ def _check_types(snap: ClusterSnapshot, counts: Mapping[str, int], gpu_types: Ma
         raise PolicyContractError(f"{policy}: more {over[0]} GPUs given ({given[over[0]]}) than usable")
 
 
-def stabilise(
-    snap: ClusterSnapshot, counts: Mapping[str, int], history: Mapping[str, list[float]], config: CycleConfig
-) -> tuple[dict[str, int], dict[str, str]]:
-    """Hold running jobs at their size when a rescale gains too little or comes too often."""
-    result, reasons = dict(counts), {}
-    for job in snap.jobs:
-        held, target = len(job.placement), counts[job.id]
-        if not held or target in (0, held) or not job.min_gpus <= held <= job.max_gpus:
-            continue  # not a rescale (the common case), or one from outside the bounds
-        hold = _hold_reason(snap, job, target, len(history.get(job.id, [])), config)
-        if hold:
-            result[job.id], reasons[job.id] = held, hold
-    if not reasons:
-        return result, reasons
-    return _undo_holds_over_capacity(snap, counts, result, reasons)
+@dataclass(frozen=True)
+class Guards:
+    """The elasticity guards over a policy's answer: a running job is held as it is when the change it would
+    make comes too often (``max_rescales_per_hour``), gains too little (``min_rescale_gain``), or would not
+    repay its restart within ``payback_seconds``. A change that slows the job down (a shrink, or a move to
+    slower GPUs) is made for other jobs' sake and is never held for its own payback."""
 
+    snap: ClusterSnapshot
+    gpu_types: Mapping[str, str]  # the policy's choice of type, job id → type
+    history: Mapping[str, list[float]]
+    config: CycleConfig
+    restart_delay: RestartDelay
 
-def _hold_reason(snap: ClusterSnapshot, job: JobInfo, target: int, recent: int, config: CycleConfig) -> str | None:
-    if recent >= config.max_rescales_per_hour:
-        return f"held at {job.gpus} GPUs: {recent} rescales in the last hour (limit {config.max_rescales_per_hour})"
-    if target > job.gpus and config.min_rescale_gain > 0:
-        now, then = job_speed(job, snap, job.gpus), job_speed(job, snap, target)
+    def stabilise(self, counts: Mapping[str, int]) -> tuple[dict[str, int], dict[str, str], set[str]]:
+        """(counts after the guards, why each held job was held, the held jobs: they keep their GPUs' type)."""
+        result, reasons = dict(counts), {}
+        for job in self.snap.jobs:
+            held, target = len(job.placement), counts[job.id]
+            if not held or not target or not job.min_gpus <= held <= job.max_gpus:
+                continue  # not a change of a running job, or one from outside the bounds
+            now_type = held_type(job, self.snap)
+            then_type = self.gpu_types.get(job.id, now_type)
+            if target == held and then_type == now_type:
+                continue  # the common case: it keeps its configuration
+            hold = self._hold_reason(job, target, now_type, then_type)
+            if hold:
+                result[job.id], reasons[job.id] = held, hold
+        if reasons:
+            result, reasons = self._undo_holds_over_capacity(counts, result, reasons)
+        return result, reasons, set(reasons)
+
+    def _hold_reason(self, job: JobInfo, target: int, now_type: str | None, then_type: str | None) -> str | None:
+        config, recent = self.config, len(self.history.get(job.id, []))
+        if recent >= config.max_rescales_per_hour:
+            return f"held at {job.gpus} GPUs: {recent} rescales in the last hour (limit {config.max_rescales_per_hour})"
+        now = job_speed(job, self.snap, job.gpus, gpu_type=now_type)
+        then = job_speed(job, self.snap, target, gpu_type=then_type)
         gain = then / now - 1 if now > 0 else float("inf")
-        if gain < config.min_rescale_gain:
-            return f"held at {job.gpus} GPUs: {target} GPUs would be only {gain:+.0%} faster"
-    return None
+        change = f"{target} {then_type} GPUs" if then_type != now_type else f"{target} GPUs"
+        if target > job.gpus and gain < config.min_rescale_gain:
+            return f"held at {job.gpus} GPUs: {change} would be only {gain:+.0%} faster"
+        if then <= now:
+            return None  # it slows down for others' sake: their gain is the policy's cause
+        return self._payback_hold(job, now, then, change)
 
+    def _payback_hold(self, job: JobInfo, now: float, then: float, change: str) -> str | None:
+        """Why the change does not repay its restart within the horizon; None if it does."""
+        if now <= 0:
+            return None  # it makes no progress where it is: any speed repays
+        delay = self.restart_delay(job.profile)
+        left = remaining_seconds(job, now)
+        horizon = self.config.payback_seconds if left is None else min(self.config.payback_seconds, left)
+        if then * max(horizon - delay, 0.0) > now * horizon:
+            return None
+        # It repays when then·(t − delay) = now·t: t = then·delay / (then − now).
+        repaid = then * delay / (then - now)
+        until = "before it ends" if left is not None and left < self.config.payback_seconds else (
+            f"within {self.config.payback_seconds / 60:g} min")
+        return (f"held at {job.gpus} GPUs: {change} ({then / now - 1:+.0%} speed) would repay its {delay:.0f} s "
+                f"restart only after {repaid / 60:.1f} min, not {until}")
 
-def _undo_holds_over_capacity(
-    snap: ClusterSnapshot, wanted: Mapping[str, int], held: dict[str, int], reasons: dict[str, str]
-) -> tuple[dict[str, int], dict[str, str]]:
-    """A held shrink keeps GPUs the policy gave to someone else: release holds, newest job first, until all fit."""
-    shrink_holds = sorted((j for j in snap.jobs if held[j.id] > wanted[j.id]), key=lambda j: (-j.submit_time, j.id))
-    for job in shrink_holds:
-        if demand_fits(snap, held):
-            break
-        held[job.id] = wanted[job.id]
-        reasons.pop(job.id, None)
-    return held, reasons
+    def _undo_holds_over_capacity(
+        self, wanted: Mapping[str, int], held: dict[str, int], reasons: dict[str, str]
+    ) -> tuple[dict[str, int], dict[str, str]]:
+        """A held job keeps GPUs the policy gave to someone else: release holds, newest job first, until all
+        fit (on each GPU type, where the policy chose types)."""
+        holds = sorted((j for j in self.snap.jobs if j.id in reasons), key=lambda j: (-j.submit_time, j.id))
+        for job in holds:
+            if self._fits(held, reasons):
+                break
+            held[job.id] = wanted[job.id]
+            reasons.pop(job.id, None)
+        return held, reasons
+
+    def _fits(self, counts: Mapping[str, int], holds: Mapping[str, str]) -> bool:
+        if not demand_fits(self.snap, counts):
+            return False
+        if not self.gpu_types:
+            return True
+        by_type = dict.fromkeys(self.snap.usable_by_type, 0)
+        for job in self.snap.jobs:
+            if not counts[job.id]:
+                continue
+            kind = (held_type(job, self.snap) if job.id in holds or job.id not in self.gpu_types
+                    else self.gpu_types[job.id]) if job.running else self.gpu_types.get(job.id, job.gpu_type)
+            if kind in by_type:
+                by_type[kind] += counts[job.id]
+        return all(by_type[kind] <= usable for kind, usable in self.snap.usable_by_type.items())
 
 
 def _decide(job: JobInfo, gpus: tuple[str, ...], reason: str | None, batch_size: int | None) -> Decision:

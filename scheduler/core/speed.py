@@ -205,3 +205,16 @@ def job_speed(
     if batch:
         return float(model.speed_at_batch(node_count, gpus, batch, _noise(job, model))[0, 0])
     return float(model.speed(node_count, gpus, job.grad_noise_scale)[0])
+
+
+def remaining_seconds(job: JobInfo, speed: float) -> float | None:
+    """Seconds ``job`` needs to finish at ``speed`` (work units/s): its remaining work at that speed; for a job
+    without a profile, whose work is an oracle's length, its expected length (``expected_seconds``) less the
+    time it has been served at ``min_gpus``, scaled by that speed. None where that is not known."""
+    if speed <= 0:
+        return None
+    if job.profile is not None:
+        return job.remaining_work / speed
+    if job.expected_seconds is not None:
+        return max(job.expected_seconds - job.attained_gpu_seconds / job.min_gpus, 0.0) / speed
+    return None

@@ -71,7 +71,7 @@ def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) 
         )
     try:  # a configuration the policy refuses, or a broken policy, must not touch the cluster: the round says why
         policy = build_policy(config)
-        result = run_cycle(live.snap, policy, load_round_state(policy.name), config.cycle)
+        result = run_cycle(live.snap, policy, load_round_state(policy.name), config.cycle, config.restart_delay)
     except Exception as exc:
         logger.exception("policy %s failed", config.policy)
         return SchedulingRound.objects.create(

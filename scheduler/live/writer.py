@@ -58,7 +58,7 @@ def apply_round(
         )
         _move_allocations(applied, live.gpu_pk, now)
         _update_jobs(applied, now)
-        _record_events(applied, round_row, now)
+        _record_events(applied, round_row, now, live.snap.index.type_of)
         _store_pending_reasons(result.decisions.values(), live.pending_reasons)
         store_round_state(policy, result.state, round_row)
         timings.mark("write")
@@ -137,10 +137,15 @@ _EVENT_KIND = {
 }
 
 
-def _record_events(applied: Sequence[Decision], round_row: SchedulingRound, now: datetime) -> None:
+def _record_events(applied: Sequence[Decision], round_row: SchedulingRound, now: datetime,
+                   type_of: Mapping[str, str]) -> None:
+    def kind_of(gpus: tuple[str, ...]) -> str:
+        return type_of.get(gpus[0], "")[:32] if gpus else ""
+
     RescaleEvent.objects.bulk_create(
         (RescaleEvent(job_id=int(d.job_id), round=round_row, at=now, kind=_EVENT_KIND[d.action],
-                      from_gpus=len(d.previous), to_gpus=len(d.gpus), reason=d.reason) for d in applied),
+                      from_gpus=len(d.previous), to_gpus=len(d.gpus), from_type=kind_of(d.previous),
+                      to_type=kind_of(d.gpus), reason=d.reason) for d in applied),
         batch_size=500,
     )
 

@@ -72,6 +72,9 @@ class RescaleEvent(models.Model):
     kind = models.CharField(max_length=10, choices=RescaleKind.choices)
     from_gpus = models.PositiveIntegerField(default=0)
     to_gpus = models.PositiveIntegerField(default=0)
+    # The GPU type held before and after (blank where none was held, and in rows older than types here).
+    from_type = models.CharField(max_length=32, blank=True, default="")
+    to_type = models.CharField(max_length=32, blank=True, default="")
     reason = models.TextField()
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
@@ -82,4 +85,11 @@ class RescaleEvent(models.Model):
         ordering = ["-at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.job}: {self.from_gpus}→{self.to_gpus}"
+        return f"{self.kind} {self.job}: {self.gpus_label}"
+
+    @property
+    def gpus_label(self) -> str:
+        """What changed, in GPUs: "4 → 8", or "4 v100 → 4 a100" for a move between types."""
+        if self.from_type and self.to_type and self.from_type != self.to_type:
+            return f"{self.from_gpus} {self.from_type} → {self.to_gpus} {self.to_type}"
+        return f"{self.from_gpus} → {self.to_gpus}"

@@ -331,7 +331,7 @@ class _Engine:
         self.decision_at = None  # requests made during this round (a node booting) stand
         self._plan_power()
         snapshot = self._snapshot()
-        result = run_cycle(snapshot, self.policy, self.state, self.config.cycle)
+        result = run_cycle(snapshot, self.policy, self.state, self.config.cycle, self.config.restart_delay)
         self.state, self.rounds = result.state, self.rounds + 1
         self.quiet_rounds = 0 if result.changes else self.quiet_rounds + 1
         for decision in result.changes:

@@ -39,7 +39,7 @@ SETS: dict[str, WorkloadSet] = {
 }
 DEFAULT_SETS = ("philly", "helios", "philly-homogeneous")
 POLICIES = ("sia", "pollux", "sia-profiled")  # sia-profiled: ours (policies/sia.py, ProfiledSiaPolicy)
-METRICS = ("avg_jct_h", "p99_jct_h", "makespan_h", "gpu_h_per_job", "worst_ftf")
+METRICS = ("avg_jct_h", "p99_jct_h", "makespan_h", "gpu_h_per_job", "restarts_per_job", "worst_ftf")
 
 # Table 3 (heterogeneous) and Table 4 (homogeneous Philly), hours; Fig. 8's worst FTF ratio (Helios only).
 PUBLISHED: dict[tuple[str, str], dict[str, float]] = {
@@ -78,6 +78,7 @@ class CaseResult:
     unfinished: int
     makespan_s: float
     gpu_seconds: float
+    restarts: int  # Sia's num_restarts: every allocation change but the first start (rescales and resumes)
     ftfs: tuple[float, ...]
     wall_s: float
 
@@ -95,7 +96,9 @@ def run_case(case: Case, traces_dir: Path) -> CaseResult:
     first_submit = min((job.submit_time for job in result.jobs), default=0.0)
     makespan = max((finish for finish, _ in finishes), default=first_submit) - first_submit
     return CaseResult(case, jcts, len(result.jobs) - len(finishes), float(makespan),
-                      sum(job.gpu_seconds for job in result.jobs), tuple(ftf_values(result.jobs)), summary["wall_s"])
+                      sum(job.gpu_seconds for job in result.jobs),
+                      sum(job.rescales + job.preemptions for job in result.jobs),
+                      tuple(ftf_values(result.jobs)), summary["wall_s"])
 
 
 def table(results: list[CaseResult]) -> list[dict[str, object]]:
@@ -116,6 +119,7 @@ def _row(policy: str, name: str, group: list[CaseResult]) -> dict[str, object]:
         "p99_jct_h": jcts[int(0.99 * len(jcts))] / HOUR if jcts else None,
         "makespan_h": sum(r.makespan_s for r in group) / len(group) / HOUR,
         "gpu_h_per_job": sum(r.gpu_seconds for r in group) / jobs / HOUR if jobs else None,
+        "restarts_per_job": sum(r.restarts for r in group) / jobs if jobs else None,
         "worst_ftf": max((f for r in group for f in r.ftfs), default=None),
     }
     published = PUBLISHED.get((policy, name), {})

@@ -10,6 +10,7 @@ from django_celery_beat.models import PeriodicTask
 
 from scheduler import services
 from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.core.policy import Capabilities
 from scheduler.core.speed import job_speed
 from scheduler.core.types import PolicyResult
 from scheduler.live import round as rounds
@@ -238,3 +239,33 @@ def test_a_refit_replaces_the_model_of_the_type_it_ran_on_only(cluster, tenant, 
     Job.objects.filter(pk=job.pk).update(fitted_model=model_as_json("a100", refitted, reports=4))
     models = rounds.build_snapshot(now).snap.profiles[f"job:{job.pk}"]
     assert models["a100"] == refitted and models["v100"] is FITTED_PROFILES["cifar10"]["v100"]
+
+
+def test_a_move_between_gpu_types_is_recorded_with_both_types_and_shown_so(tenant, now, monkeypatch) -> None:
+    """Issue 23: the Overview listed a type move as "rescale 4 → 4" and no reason named the types."""
+    from cluster_ops.dashboards.overview_data import round_summary
+
+    for host, model in (("v", "Tesla V100-SXM2-32GB"), ("a", "NVIDIA A100-SXM4-80GB")):
+        services.register_node(host, [services.GpuSpec(i, f"GPU-{host}-{i}", model, 32768, 300) for i in range(4)])
+    job = services.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
+                              min_gpus=1, max_gpus=4)
+
+    class OnType:
+        name, event_driven = "fifo", False
+        capabilities = Capabilities()
+        kind = "v100"
+
+        def allocate(self, snap, state):
+            return PolicyResult({j.id: 4 for j in snap.jobs}, gpu_types={j.id: self.kind for j in snap.jobs})
+
+    policy = OnType()
+    monkeypatch.setattr(rounds, "build_policy", lambda config: policy)
+    rounds.run_round(now=now)
+    policy.kind = "a100"
+    rounds.run_round(now=now + timedelta(seconds=60))
+    event = RescaleEvent.objects.get(job=job, kind=RescaleKind.RESCALE)
+    assert (event.from_gpus, event.from_type, event.to_gpus, event.to_type) == (4, "v100", 4, "a100")
+    assert event.gpus_label == "4 v100 → 4 a100"
+    assert event.reason.startswith("moved v100 → a100: ") and "× its speed there; restart ~" in event.reason
+    (decision,) = round_summary(Job.objects.all()).decisions
+    assert decision.gpus == "4 v100 → 4 a100"
