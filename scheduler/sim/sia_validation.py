@@ -8,8 +8,9 @@ pools the metrics as ``utils/print_run_stats.py`` does (§5): average and p99 JC
 file, makespan per file then averaged, GPU-hours per job.
 
 Published figures are those of the pre-publication draft that the artifact ships (REFERENCE-SETUP.md §5).
-Our ``pollux`` is this product's Pollux, whose jobs go on the fastest GPU type with room (placement.py),
-not the type-unaware Pollux the authors ran; the difference is stated, not hidden.
+Sia's "Pollux" is ``pollux-unaware`` (policies/pollux_unaware.py), Pollux blind to GPU types as the authors ran it;
+this product's own ``pollux`` is type-aware and can be asked for with ``--policy pollux``. Sia's "Gavel" is
+``gavel`` (policies/gavel.py), run as Sia ran it: 360 s rounds, every job rigid at its requested GPUs and batch.
 """
 
 from __future__ import annotations
@@ -38,22 +39,33 @@ SETS: dict[str, WorkloadSet] = {
     "philly-homogeneous": WorkloadSet("philly-homogeneous", "philly", "sia-homogeneous", 8),
 }
 DEFAULT_SETS = ("philly", "helios", "philly-homogeneous")
-POLICIES = ("sia", "pollux", "sia-profiled")  # sia-profiled: ours (policies/sia.py, ProfiledSiaPolicy)
+# Every policy of Sia's Table 3 (Pollux as Sia ran it: type-unaware), and ours (policies/sia.py, ProfiledSiaPolicy).
+POLICIES = ("sia", "pollux-unaware", "gavel", "sia-profiled")
+# Gavel as Sia ran it (REFERENCE-SETUP.md §3-4): rounds of 360 s, every job rigid at its requested GPUs and batch.
+ROUND_SECONDS = {"gavel": 360.0}
+RIGID = frozenset({"gavel"})
 METRICS = ("avg_jct_h", "p99_jct_h", "makespan_h", "gpu_h_per_job", "restarts_per_job", "worst_ftf")
 
 # Table 3 (heterogeneous) and Table 4 (homogeneous Philly), hours; Fig. 8's worst FTF ratio (Helios only).
 PUBLISHED: dict[tuple[str, str], dict[str, float]] = {
     ("sia", "philly"): {"avg_jct_h": 0.6, "p99_jct_h": 9.5, "makespan_h": 14.2, "gpu_h_per_job": 4.0},
-    ("pollux", "philly"): {"avg_jct_h": 1.0, "p99_jct_h": 14.9, "makespan_h": 24.5, "gpu_h_per_job": 5.6},
+    ("pollux-unaware", "philly"): {"avg_jct_h": 1.0, "p99_jct_h": 14.9, "makespan_h": 24.5, "gpu_h_per_job": 5.6},
+    ("gavel", "philly"): {"avg_jct_h": 1.9, "p99_jct_h": 30.0, "makespan_h": 33.8, "gpu_h_per_job": 9.0},
     ("sia", "helios"): {"avg_jct_h": 0.7, "p99_jct_h": 10.9, "makespan_h": 14.9, "gpu_h_per_job": 4.8,
                         "worst_ftf": 1.2},
-    ("pollux", "helios"): {"avg_jct_h": 1.0, "p99_jct_h": 15.0, "makespan_h": 25.5, "gpu_h_per_job": 5.9,
-                           "worst_ftf": 4.6},
+    ("pollux-unaware", "helios"): {"avg_jct_h": 1.0, "p99_jct_h": 15.0, "makespan_h": 25.5, "gpu_h_per_job": 5.9,
+                                   "worst_ftf": 4.6},
+    ("gavel", "helios"): {"avg_jct_h": 2.5, "p99_jct_h": 38.7, "makespan_h": 43.0, "gpu_h_per_job": 12.1,
+                          "worst_ftf": 27.8},
     ("sia", "newtrace"): {"avg_jct_h": 0.7, "p99_jct_h": 4.6, "makespan_h": 52.2, "gpu_h_per_job": 3.0},
-    ("pollux", "newtrace"): {"avg_jct_h": 1.5, "p99_jct_h": 10.3, "makespan_h": 62.3, "gpu_h_per_job": 3.4},
+    ("pollux-unaware", "newtrace"): {"avg_jct_h": 1.5, "p99_jct_h": 10.3, "makespan_h": 62.3, "gpu_h_per_job": 3.4},
+    ("gavel", "newtrace"): {"avg_jct_h": 11.3, "p99_jct_h": 98.1, "makespan_h": 110.0, "gpu_h_per_job": 6.4},
     ("sia", "philly-homogeneous"): {"avg_jct_h": 1.9, "p99_jct_h": 18.1, "makespan_h": 21.4, "gpu_h_per_job": 8.4},
-    ("pollux", "philly-homogeneous"): {"avg_jct_h": 2.0, "p99_jct_h": 19.3, "makespan_h": 21.7,
-                                       "gpu_h_per_job": 8.6},
+    # Sia's Table 4 names Pollux, which on one GPU type is the same with or without types; ours is pollux.
+    ("pollux-unaware", "philly-homogeneous"): {"avg_jct_h": 2.0, "p99_jct_h": 19.3, "makespan_h": 21.7,
+                                               "gpu_h_per_job": 8.6},
+    ("pollux", "philly-homogeneous"): {"avg_jct_h": 2.0, "p99_jct_h": 19.3, "makespan_h": 21.7, "gpu_h_per_job": 8.6},
+    ("gavel", "philly-homogeneous"): {"avg_jct_h": 4.3, "p99_jct_h": 37.1, "makespan_h": 44.3, "gpu_h_per_job": 15.3},
 }
 
 
@@ -67,8 +79,9 @@ class Case:
         """The case as Sia's simulator ran it: 60 s rounds, its cluster, its execution model."""
         workloads = SETS[self.set]
         trace = traces_dir / "sia" / "workloads" / workloads.folder / f"workload-{self.workload}.csv"
-        return Scenario(trace=str(trace), policy=self.policy, preset=workloads.preset, round_seconds=60.0,
-                        measured_profiles=True, artifact="sia")
+        return Scenario(trace=str(trace), policy=self.policy, preset=workloads.preset,
+                        round_seconds=ROUND_SECONDS.get(self.policy, 60.0), measured_profiles=True, artifact="sia",
+                        elastic=False if self.policy in RIGID else None)
 
 
 @dataclass(frozen=True)

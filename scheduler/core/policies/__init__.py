@@ -12,3 +12,5 @@ from . import afs  # noqa: F401
 from . import pollux  # noqa: F401
 from . import sia  # noqa: F401
 from . import qssf  # noqa: F401
+from . import pollux_unaware  # noqa: F401
+from . import gavel  # noqa: F401
