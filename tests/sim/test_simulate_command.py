@@ -129,3 +129,27 @@ def test_validate_sia_on_one_helios_workload() -> None:
 def test_validate_sia_refuses_a_bad_count() -> None:
     with pytest.raises(CommandError, match="--workloads"):
         call_command("validate_sia", "--workloads", "0")
+
+
+@pytest.mark.skipif(not SIA.is_dir(), reason="TRACES_DIR has no Sia workloads")
+def test_validate_sia_prints_every_policy_of_sias_table_with_restarts() -> None:
+    """Issue 23: Sia's Table 3 compares against Pollux blind to types and Gavel; both are policies here, with Sia's
+    ordering on one Helios file (sia < pollux < gavel) and every column, restarts per job included."""
+    out = StringIO()
+    call_command("validate_sia", "--sets", "helios", "--workloads", "1", "--policy", "sia", "--policy",
+                 "pollux-unaware", "--policy", "gavel", "--json", stdout=out)
+    rows = {row["policy"]: row for row in json.loads(out.getvalue())["rows"]}
+    assert rows["gavel"]["published_avg_jct_h"] == 2.5 and rows["pollux-unaware"]["published_avg_jct_h"] == 1.0
+    jct = {policy: rows[policy]["ours_avg_jct_h"] for policy in rows}
+    assert jct["sia"] < jct["pollux-unaware"] < jct["gavel"], jct
+    for row in rows.values():
+        assert row["unfinished"] == 0 and row["ours_restarts_per_job"] >= 0 and row["ours_worst_ftf"] >= 1
+
+
+def test_validate_pollux_compares_a_policy_of_ours_with_pollux() -> None:
+    from scheduler.sim.validation import Case, CaseResult, grid_table
+
+    results = [CaseResult(Case("sia-profiled", "1.0", w), 2000.0 + w, None, 2500.0, 1.0) for w in (1, 2)]
+    (row,) = grid_table(results)
+    assert row["published_avg_jct_s"] is None and row["difference"] is None
+    assert row["ours_avg_jct_s"] == 2001.5 and row["published_pollux_avg_jct_s"] == 2500.0
