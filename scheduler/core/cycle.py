@@ -326,7 +326,9 @@ class Guards:
     ) -> tuple[dict[str, int], dict[str, str]]:
         """A held job keeps GPUs the policy gave to someone else: release holds, newest job first, until all
         fit (on each GPU type, where the policy chose types)."""
-        holds = sorted((j for j in self.snap.jobs if j.id in reasons), key=lambda j: (-j.submit_time, j.id))
+        # Releasing a held growth would only take more; a held shrink or type move gives GPUs back.
+        holds = sorted((j for j in self.snap.jobs if j.id in reasons and held[j.id] >= wanted[j.id]),
+                       key=lambda j: (-j.submit_time, j.id))
         for job in holds:
             if self._fits(held, reasons):
                 break
