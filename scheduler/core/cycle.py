@@ -49,16 +49,21 @@ class CycleConfig:
     max_rescales_per_hour: int = 4  # per job; further rescales wait
     # A change that speeds a running job up (it grows, or moves to a faster GPU type) must repay its restart
     # within this horizon, or before the job would end if that is sooner: speed after × (horizon − restart)
-    # > speed now × horizon. Every policy, those that price restarts too: theirs is a price, this a horizon.
+    # > speed now × horizon. Every policy, those that price restarts too: theirs is a price, this a horizon. 0: off.
     payback_seconds: float = 600.0
+    # A job changed less than this long ago is not changed again unless the GPUs it holds are needed by the
+    # policy's answer for other jobs (then the hold gives way and the policy's reason stands): two rounds
+    # running, a job moves only for a cause it can name.
+    settle_seconds: float = 120.0
     enforce_quotas: bool = True
     # Starts and resizes say what set their count, waits who holds the GPUs (explain.py); the simulator, which
     # never reads a reason, turns it off.
     explain_counts: bool = True
 
     def __post_init__(self) -> None:
-        if self.min_rescale_gain < 0 or self.max_rescales_per_hour < 0 or not 0 <= self.payback_seconds < 1e9:
-            raise ValueError("min_rescale_gain, max_rescales_per_hour and payback_seconds must be ≥ 0")
+        horizons = (self.payback_seconds, self.settle_seconds)
+        if self.min_rescale_gain < 0 or self.max_rescales_per_hour < 0 or not all(0 <= h < 1e9 for h in horizons):
+            raise ValueError("min_rescale_gain, max_rescales_per_hour, payback_seconds and settle_seconds must be ≥ 0")
 
 
 class Decision(NamedTuple):
@@ -263,9 +268,10 @@ def _check_types(snap: ClusterSnapshot, counts: Mapping[str, int], gpu_types: Ma
 @dataclass(frozen=True)
 class Guards:
     """The elasticity guards over a policy's answer: a running job is held as it is when the change it would
-    make comes too often (``max_rescales_per_hour``), gains too little (``min_rescale_gain``), or would not
-    repay its restart within ``payback_seconds``. A change that slows the job down (a shrink, or a move to
-    slower GPUs) is made for other jobs' sake and is never held for its own payback."""
+    make comes too often (``max_rescales_per_hour``) or too soon after the last (``settle_seconds``), gains too
+    little (``min_rescale_gain``), or would not repay its restart within ``payback_seconds``. A change that slows
+    the job down (a shrink, or a move to slower GPUs) is made for other jobs' sake and is never held for its own
+    payback; any hold gives way where the policy gave the GPUs it would keep to another job."""
 
     snap: ClusterSnapshot
     gpu_types: Mapping[str, str]  # the policy's choice of type, job id → type
@@ -292,9 +298,13 @@ class Guards:
         return result, reasons, set(reasons)
 
     def _hold_reason(self, job: JobInfo, target: int, now_type: str | None, then_type: str | None) -> str | None:
-        config, recent = self.config, len(self.history.get(job.id, []))
-        if recent >= config.max_rescales_per_hour:
-            return f"held at {job.gpus} GPUs: {recent} rescales in the last hour (limit {config.max_rescales_per_hour})"
+        config, times = self.config, self.history.get(job.id, [])
+        if len(times) >= config.max_rescales_per_hour:
+            return (f"held at {job.gpus} GPUs: {len(times)} rescales in the last hour "
+                    f"(limit {config.max_rescales_per_hour})")
+        since = self.snap.now - max(times, default=float("-inf"))
+        if since < config.settle_seconds:
+            return f"held at {job.gpus} GPUs: it changed {since:.0f} s ago (settles for {config.settle_seconds:g} s)"
         now = job_speed(job, self.snap, job.gpus, gpu_type=now_type)
         then = job_speed(job, self.snap, target, gpu_type=then_type)
         gain = then / now - 1 if now > 0 else float("inf")
@@ -307,8 +317,8 @@ class Guards:
 
     def _payback_hold(self, job: JobInfo, now: float, then: float, change: str) -> str | None:
         """Why the change does not repay its restart within the horizon; None if it does."""
-        if now <= 0:
-            return None  # it makes no progress where it is: any speed repays
+        if now <= 0 or self.config.payback_seconds <= 0:
+            return None  # it makes no progress where it is (any speed repays), or the guard is off
         delay = self.restart_delay(job.profile)
         left = remaining_seconds(job, now)
         horizon = self.config.payback_seconds if left is None else min(self.config.payback_seconds, left)

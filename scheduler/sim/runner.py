@@ -103,10 +103,22 @@ def scheduling_config(scenario: Scenario, cycle: CycleConfig | None = None) -> S
     return _as_the_artifact(scenario, config)
 
 
+# The policies each artifact's authors ran, which a reproduction runs as they did: without this product's calm
+# guards (payback and settling, cycle.Guards), which their simulators do not have. Ours keep them.
+REPRODUCED = {"pollux": frozenset({"pollux", "tiresias", "optimus"}),
+              "sia": frozenset({"sia", "pollux-unaware", "gavel"})}
+
+
 def _as_the_artifact(scenario: Scenario, config: SchedulingConfig) -> SchedulingConfig:
-    """The one seam of validation-only scheduling settings: Sia's simulator charges its own restart delays by
-    model, and its policy prices another table of them (policies/sia.py, ``RESTART_SECONDS``)."""
-    if not (scenario.measured_profiles and scenario.artifact == "sia"):
+    """The one seam of validation-only scheduling settings: a reproduced policy runs without the calm guards;
+    Sia's simulator charges its own restart delays by model, and its policy prices another table of them
+    (policies/sia.py, ``RESTART_SECONDS``)."""
+    if not scenario.measured_profiles:
+        return config
+    if scenario.policy in REPRODUCED.get(scenario.artifact, ()):
+        config = dataclasses.replace(config, cycle=dataclasses.replace(config.cycle, payback_seconds=0.0,
+                                                                          settle_seconds=0.0))
+    if scenario.artifact != "sia":
         return config
     policy_config = dict(config.policy_config)
     if issubclass(policy_class(scenario.policy), SiaPolicy):

@@ -9,7 +9,6 @@ the same cluster through our policies and simulator.
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import time
 from collections.abc import Callable, Sequence

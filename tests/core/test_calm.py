@@ -113,3 +113,19 @@ def test_no_change_is_a_change_of_nothing() -> None:
     # A job kept at its count on its type keeps its very GPUs: no "4 → 4" restart.
     snap = snapshot(MIXED, on_t4(), profiles=PROFILES)
     assert run_cycle(snap, Typed({"j": 4}, {"j": "t4"})).changes == ()
+
+
+def test_a_job_changed_a_round_ago_is_not_changed_again_unless_its_gpus_are_needed() -> None:
+    running = on_t4(gpus=2)
+    history = {"rescales": {"j": [40.0]}}  # it changed 60 s before the round at 100 s
+    snap = snapshot(MIXED, running, profiles=PROFILES)
+    held = run_cycle(snap, Typed({"j": 4}), history)
+    assert held.decisions["j"].action == Action.KEEP
+    assert held.decisions["j"].reason == "held at 2 GPUs: it changed 60 s ago (settles for 120 s)"
+    later = run_cycle(snapshot(MIXED, running, now=200.0, profiles=PROFILES), Typed({"j": 4}), history)
+    assert [d.action for d in later.changes] == [Action.RESCALE]
+    # Its t4 GPUs are the policy's for a newcomer: the hold gives way, the shrink is made.
+    new = job("new", min_gpus=4, max_gpus=4, profile="model", submit=90.0, gpu_type="t4", work=LONG)
+    crowded = snapshot(MIXED, on_t4(gpus=4), new, profiles=PROFILES)
+    result = run_cycle(crowded, Typed({"j": 4, "new": 4}, {"j": "a100", "new": "t4"}), history)
+    assert {d.job_id: d.action for d in result.changes} == {"j": Action.RESCALE, "new": Action.START}

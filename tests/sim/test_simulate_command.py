@@ -153,3 +153,17 @@ def test_validate_pollux_compares_a_policy_of_ours_with_pollux() -> None:
     (row,) = grid_table(results)
     assert row["published_avg_jct_s"] is None and row["difference"] is None
     assert row["ours_avg_jct_s"] == 2001.5 and row["published_pollux_avg_jct_s"] == 2500.0
+
+
+def test_a_reproduced_policy_runs_without_the_calm_guards_and_ours_with_them() -> None:
+    from scheduler.sim.runner import scheduling_config
+    from scheduler.sim.scenario import Scenario
+
+    def cycle(policy: str, artifact: str):  # type: ignore[no-untyped-def]
+        return scheduling_config(Scenario(trace="x.csv", policy=policy, measured_profiles=True,
+                                          artifact=artifact)).cycle
+
+    assert (cycle("sia", "sia").payback_seconds, cycle("sia", "sia").settle_seconds) == (0.0, 0.0)
+    assert cycle("tiresias", "pollux").payback_seconds == 0.0 and cycle("gavel", "sia").settle_seconds == 0.0
+    ours = cycle("sia-profiled", "sia")
+    assert ours.payback_seconds > 0 and ours.settle_seconds > 0
