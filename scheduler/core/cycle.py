@@ -122,6 +122,9 @@ class _Outcome:
             kind = self.snap.index.type_of.get(decision.gpus[0])
             why = explain.count_reason(job, len(decision.gpus), self.snap, kind, self._left_free.get(kind or "", 0),
                                        self.count_rule)
+            if len(decision.gpus) < len(decision.previous):  # a shrink names the jobs its GPUs went to
+                gave = explain.given_to_reason(job, decision.previous, self.snap, self._gainers)
+                why = f"{why}; {gave}" if gave else why
             why = why.split(": ", 1)[1] if default else why  # "started on 24 GPUs: its min_gpus …"
             return decision._replace(reason=f"{decision.reason}{': ' if default else '; '}{why}")
         if decision.action is Action.WAIT and decision.reason.startswith("cannot place"):
@@ -133,6 +136,11 @@ class _Outcome:
     def _left_free(self) -> dict[str, int]:
         assert self.snap is not None
         return explain.left_free_by_type(self.snap, self.placements)
+
+    @cached_property
+    def _gainers(self) -> dict[str, list[str]]:
+        assert self.snap is not None
+        return explain.gainers_by_type(self.snap, self.placements)
 
     @cached_property
     def _held_by_type(self) -> dict[str, dict[str, int]]:

@@ -9,6 +9,8 @@ What sets a count, in the order it is named:
 * the GPUs left: none of its type is free after the round, so it could not have had more;
 * otherwise the policy's trade-off (``count_rule`` when the policy states one), e.g. another job gained more.
 
+A job that shrinks is told which jobs its GPUs went to: those starting or growing on that type this round.
+
 A job that cannot be placed is told who holds the GPUs of its type: how many jobs, the largest, how many GPUs they
 hold above their minimum (a policy that shrinks jobs could take those), and that it starts when that many finish,
 shrink or are preempted.
@@ -101,3 +103,34 @@ def holders_reason(job: JobInfo, snap: ClusterSnapshot, held_on: Mapping[str, Ma
     return (f"the {sum(held.values())} other {kind} GPUs are held by {len(held)} job{'s' if len(held) > 1 else ''} "
             f"(largest: {largest_job} with {largest}; {above_min} above their min_gpus); it starts when {short} "
             f"more are free: at least {needed} of them finishing, shrinking or being preempted")
+
+
+def gainers_by_type(snap: ClusterSnapshot, placements: Mapping[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """GPU type → the jobs holding more GPUs of that type after the round than before it, in snapshot order."""
+    type_of = snap.index.type_of
+    gainers: dict[str, list[str]] = {}
+    for job in snap.jobs:
+        after = placements.get(job.id, ())
+        if not after:
+            continue
+        kind = type_of.get(after[0], "")
+        before = sum(1 for gpu in job.placement if type_of.get(gpu) == kind)
+        if len(after) > before:
+            gainers.setdefault(kind, []).append(job.id)
+    return gainers
+
+
+def given_to_reason(job: JobInfo, previous: tuple[str, ...], snap: ClusterSnapshot,
+                    gainers: Mapping[str, list[str]], named: int = 3) -> str:
+    """Which jobs the GPUs a shrinking job gave up went to: "its v100 GPUs went to 2 jobs starting or growing (job 7,
+    another tenant's job)"; "" when none gained on that type (it shrank for a quota or a guard)."""
+    kind = snap.index.type_of.get(previous[0], "") if previous else ""
+    others = [other for other in gainers.get(kind, []) if other != job.id]
+    if not others:
+        return ""
+    tenants = {other.id: other.tenant for other in snap.jobs}
+    # The reason is stored on the job, which its tenant reads: another tenant's job is not named.
+    names = [f"job {other}" if tenants.get(other) == job.tenant else "another tenant's job" for other in others]
+    shown = ", ".join(names[:named]) + (f" and {len(names) - named} more" if len(names) > named else "")
+    plural = "s" if len(others) > 1 else ""
+    return f"its {kind} GPUs went to {len(others)} job{plural} starting or growing ({shown})"

@@ -129,3 +129,13 @@ def test_a_job_changed_a_round_ago_is_not_changed_again_unless_its_gpus_are_need
     crowded = snapshot(MIXED, on_t4(gpus=4), new, profiles=PROFILES)
     result = run_cycle(crowded, Typed({"j": 4, "new": 4}, {"j": "a100", "new": "t4"}), history)
     assert {d.job_id: d.action for d in result.changes} == {"j": Action.RESCALE, "new": Action.START}
+
+
+def test_a_shrink_names_the_jobs_its_gpus_went_to() -> None:
+    big = on_t4()
+    mine = job("mine", min_gpus=2, max_gpus=2, profile="model", submit=50.0, work=LONG)
+    theirs = job("theirs", min_gpus=1, max_gpus=1, profile="model", submit=60.0, work=LONG, tenant="other")
+    snap = snapshot(cluster(4, gpu_type="t4", prefix="t"), big, mine, theirs, profiles=PROFILES)
+    result = run_cycle(snap, Typed({"j": 1, "mine": 2, "theirs": 1}))
+    reason = result.decisions["j"].reason
+    assert reason.endswith("its t4 GPUs went to 2 jobs starting or growing (job mine, another tenant's job)"), reason
