@@ -344,8 +344,9 @@ class Guards:
     ) -> tuple[dict[str, int], dict[str, str]]:
         """A held job keeps GPUs the policy gave to someone else: release holds, newest job first, until all
         fit (on each GPU type, where the policy chose types)."""
-        # Releasing a held growth would only take more; a held shrink or type move gives GPUs back.
-        holds = sorted((j for j in self.snap.jobs if j.id in reasons and held[j.id] >= wanted[j.id]),
+        # Releasing a held growth on its own type would only take more; a held shrink, or a held job the policy
+        # moved to another type, gives GPUs of its type back.
+        holds = sorted((j for j in self.snap.jobs if j.id in reasons and self._gives_back(j, held, wanted)),
                        key=lambda j: (-j.submit_time, j.id))
         for job in holds:
             if self._fits(held, reasons):
@@ -353,6 +354,10 @@ class Guards:
             held[job.id] = wanted[job.id]
             reasons.pop(job.id, None)
         return held, reasons
+
+    def _gives_back(self, job: JobInfo, held: Mapping[str, int], wanted: Mapping[str, int]) -> bool:
+        kind = held_type(job, self.snap)
+        return held[job.id] > wanted[job.id] or self.gpu_types.get(job.id, kind) != kind
 
     def _fits(self, counts: Mapping[str, int], holds: Mapping[str, str]) -> bool:
         if not demand_fits(self.snap, counts):

@@ -139,3 +139,15 @@ def test_a_shrink_names_the_jobs_its_gpus_went_to() -> None:
     result = run_cycle(snap, Typed({"j": 1, "mine": 2, "theirs": 1}))
     reason = result.decisions["j"].reason
     assert reason.endswith("its t4 GPUs went to 2 jobs starting or growing (job mine, another tenant's job)"), reason
+
+
+def test_a_held_job_the_policy_moved_to_another_type_gives_its_gpus_back_even_when_it_would_grow() -> None:
+    # j has rescaled 4 times this hour (the cap): the policy grows it 2 t4 → 4 a100 and gives all 4 t4 to "new".
+    # Held on its 2 t4, j would leave "new" unplaced; the hold gives way instead.
+    j = on_t4(gpus=2)
+    new = job("new", min_gpus=4, max_gpus=4, profile="model", submit=90.0, work=LONG)
+    snap = snapshot(MIXED, j, new, profiles=PROFILES)
+    history = {"rescales": {"j": [10.0, 20.0, 30.0, 40.0]}}
+    result = run_cycle(snap, Typed({"j": 4, "new": 4}, {"j": "a100", "new": "t4"}), history)
+    assert {d.job_id: (d.action, d.gpus[0][0]) for d in result.changes} == {
+        "j": (Action.RESCALE, "a"), "new": (Action.START, "t")}
