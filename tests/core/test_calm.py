@@ -5,37 +5,28 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from scheduler.core.cycle import Action, CycleConfig, run_cycle
 from scheduler.core.policy import Capabilities
 from scheduler.core.speed import job_speed
-from scheduler.core.types import ClusterSnapshot, PolicyResult, PolicyState
 
 from .policies import cluster, job, snapshot
 from .policies.test_sia import PROFILES
+from .test_cycle import Fixed
 
 MIXED = cluster(4, gpu_type="t4", prefix="t") + cluster(4, gpu_type="a100", prefix="a")
 LONG = 1e9  # work units: far more than any horizon here
 
 
-@dataclass
-class Typed:
+def typed(counts: Mapping[str, int], types: Mapping[str, str] | None = None) -> Fixed:
     """A stand-in policy answering with the counts and GPU types it was built with."""
-
-    counts: Mapping[str, int]
-    types: Mapping[str, str] = field(default_factory=dict)
-    name: ClassVar[str] = "typed"
-    event_driven: ClassVar[bool] = False
-    capabilities: ClassVar[Capabilities] = Capabilities()
-
-    def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
-        return PolicyResult({j.id: self.counts.get(j.id, 0) for j in snap.jobs}, gpu_types=self.types)
+    return Fixed(counts, types=types or {})
 
 
 @dataclass
-class PricingTyped(Typed):
+class PricingFixed(Fixed):
     capabilities: ClassVar[Capabilities] = Capabilities(prices_restarts=True)
 
 
@@ -46,7 +37,7 @@ def on_t4(job_id: str = "j", gpus: int = 4, work: float = LONG, **fields: object
 def test_a_move_to_a_faster_type_says_so_with_its_speed_up_and_restart() -> None:
     running = on_t4()
     snap = snapshot(MIXED, running, profiles=PROFILES)
-    result = run_cycle(snap, Typed({"j": 4}, {"j": "a100"}), restart_delay=lambda profile: 40.0)
+    result = run_cycle(snap, typed({"j": 4}, {"j": "a100"}), restart_delay=lambda profile: 40.0)
     (decision,) = result.changes
     ratio = job_speed(running, snap, 4, gpu_type="a100") / job_speed(running, snap, 4, gpu_type="t4")
     assert decision.action == Action.RESCALE and all(gpu.startswith("a0-") for gpu in decision.gpus)
@@ -57,14 +48,14 @@ def test_a_move_to_a_faster_type_says_so_with_its_speed_up_and_restart() -> None
 def test_a_move_that_would_not_repay_its_restart_within_the_horizon_is_held() -> None:
     # 4× as fast after a 300 s restart repays it at 4·300/3 = 400 s: not within a 300 s horizon.
     snap = snapshot(MIXED, on_t4(), profiles=PROFILES)
-    result = run_cycle(snap, Typed({"j": 4}, {"j": "a100"}), config=CycleConfig(payback_seconds=300.0),
+    result = run_cycle(snap, typed({"j": 4}, {"j": "a100"}), config=CycleConfig(payback_seconds=300.0),
                        restart_delay=lambda profile: 300.0)
     decision = result.decisions["j"]
     assert decision.action == Action.KEEP and not result.changes
     assert re.match(r"held at 4 GPUs: 4 a100 GPUs \(\+\d+% speed\) would repay its 300 s restart only after "
                     r"\d+\.\d min, not within 5 min", decision.reason), decision.reason
     # The same move with a horizon it repays within is made.
-    made = run_cycle(snap, Typed({"j": 4}, {"j": "a100"}), config=CycleConfig(payback_seconds=3600.0),
+    made = run_cycle(snap, typed({"j": 4}, {"j": "a100"}), config=CycleConfig(payback_seconds=3600.0),
                      restart_delay=lambda profile: 300.0)
     assert [d.action for d in made.changes] == [Action.RESCALE]
 
@@ -74,7 +65,7 @@ def test_a_job_about_to_end_is_not_moved_or_grown() -> None:
     snap = snapshot(MIXED, running, profiles=PROFILES)
     almost_done = on_t4(gpus=2, work=job_speed(running, snap, 2) * 20.0)  # 20 s of work left, restarts take 30
     snap = snapshot(MIXED, almost_done, profiles=PROFILES)
-    for policy in (Typed({"j": 2}, {"j": "a100"}), Typed({"j": 4})):
+    for policy in (typed({"j": 2}, {"j": "a100"}), typed({"j": 4})):
         decision = run_cycle(snap, policy).decisions["j"]
         assert decision.action == Action.KEEP and decision.reason.endswith("not before it ends"), decision.reason
 
@@ -83,7 +74,7 @@ def test_a_policy_that_prices_restarts_is_held_to_the_horizon_too() -> None:
     # Growing 2 → 4 on a100 is < 2× as fast; after a 1,000 s restart that never repays within 10 minutes.
     running = job("j", min_gpus=1, max_gpus=4, profile="model", holds=2, on="a0", work=LONG)
     snap = snapshot(MIXED, running, profiles=PROFILES)
-    result = run_cycle(snap, PricingTyped({"j": 4}, {"j": "a100"}), restart_delay=lambda profile: 1000.0)
+    result = run_cycle(snap, PricingFixed({"j": 4}, types={"j": "a100"}), restart_delay=lambda profile: 1000.0)
     assert result.decisions["j"].action == Action.KEEP
     assert result.decisions["j"].reason.startswith("held at 2 GPUs: 4 GPUs (+")
 
@@ -91,7 +82,7 @@ def test_a_policy_that_prices_restarts_is_held_to_the_horizon_too() -> None:
 def test_a_shrink_for_another_job_is_never_held_for_its_own_sake() -> None:
     big, new = on_t4(), job("new", min_gpus=2, max_gpus=2, profile="model", submit=50.0, work=LONG)
     snap = snapshot(cluster(4, gpu_type="t4", prefix="t"), big, new, profiles=PROFILES)
-    result = run_cycle(snap, Typed({"j": 2, "new": 2}), restart_delay=lambda profile: 10_000.0)
+    result = run_cycle(snap, typed({"j": 2, "new": 2}), restart_delay=lambda profile: 10_000.0)
     assert {d.job_id: (d.action, len(d.gpus)) for d in result.changes} == {
         "j": (Action.RESCALE, 2), "new": (Action.START, 2)}
 
@@ -102,7 +93,7 @@ def test_a_held_move_gives_way_where_the_policy_gave_its_gpus_to_another_job() -
     j = on_t4()
     other = job("other", min_gpus=1, max_gpus=4, profile="model", holds=4, on="a0", submit=10.0, work=LONG)
     snap = snapshot(MIXED, j, other, profiles=PROFILES)
-    result = run_cycle(snap, Typed({"j": 4, "other": 4}, {"j": "a100", "other": "t4"}),
+    result = run_cycle(snap, typed({"j": 4, "other": 4}, {"j": "a100", "other": "t4"}),
                        config=CycleConfig(payback_seconds=300.0), restart_delay=lambda profile: 300.0)
     moved = {d.job_id: d.gpus[0][0] for d in result.changes}
     assert moved == {"j": "a", "other": "t"}
@@ -112,22 +103,22 @@ def test_a_held_move_gives_way_where_the_policy_gave_its_gpus_to_another_job() -
 def test_no_change_is_a_change_of_nothing() -> None:
     # A job kept at its count on its type keeps its very GPUs: no "4 → 4" restart.
     snap = snapshot(MIXED, on_t4(), profiles=PROFILES)
-    assert run_cycle(snap, Typed({"j": 4}, {"j": "t4"})).changes == ()
+    assert run_cycle(snap, typed({"j": 4}, {"j": "t4"})).changes == ()
 
 
 def test_a_job_changed_a_round_ago_is_not_changed_again_unless_its_gpus_are_needed() -> None:
     running = on_t4(gpus=2)
     history = {"rescales": {"j": [40.0]}}  # it changed 60 s before the round at 100 s
     snap = snapshot(MIXED, running, profiles=PROFILES)
-    held = run_cycle(snap, Typed({"j": 4}), history)
+    held = run_cycle(snap, typed({"j": 4}), history)
     assert held.decisions["j"].action == Action.KEEP
     assert held.decisions["j"].reason == "held at 2 GPUs: it changed 60 s ago (settles for 120 s)"
-    later = run_cycle(snapshot(MIXED, running, now=200.0, profiles=PROFILES), Typed({"j": 4}), history)
+    later = run_cycle(snapshot(MIXED, running, now=200.0, profiles=PROFILES), typed({"j": 4}), history)
     assert [d.action for d in later.changes] == [Action.RESCALE]
     # Its t4 GPUs are the policy's for a newcomer: the hold gives way, the shrink is made.
     new = job("new", min_gpus=4, max_gpus=4, profile="model", submit=90.0, gpu_type="t4", work=LONG)
     crowded = snapshot(MIXED, on_t4(gpus=4), new, profiles=PROFILES)
-    result = run_cycle(crowded, Typed({"j": 4, "new": 4}, {"j": "a100", "new": "t4"}), history)
+    result = run_cycle(crowded, typed({"j": 4, "new": 4}, {"j": "a100", "new": "t4"}), history)
     assert {d.job_id: d.action for d in result.changes} == {"j": Action.RESCALE, "new": Action.START}
 
 
@@ -136,7 +127,7 @@ def test_a_shrink_names_the_jobs_its_gpus_went_to() -> None:
     mine = job("mine", min_gpus=2, max_gpus=2, profile="model", submit=50.0, work=LONG)
     theirs = job("theirs", min_gpus=1, max_gpus=1, profile="model", submit=60.0, work=LONG, tenant="other")
     snap = snapshot(cluster(4, gpu_type="t4", prefix="t"), big, mine, theirs, profiles=PROFILES)
-    result = run_cycle(snap, Typed({"j": 1, "mine": 2, "theirs": 1}))
+    result = run_cycle(snap, typed({"j": 1, "mine": 2, "theirs": 1}))
     reason = result.decisions["j"].reason
     assert reason.endswith("its t4 GPUs went to 2 jobs starting or growing (job mine, another tenant's job)"), reason
 
@@ -148,6 +139,6 @@ def test_a_held_job_the_policy_moved_to_another_type_gives_its_gpus_back_even_wh
     new = job("new", min_gpus=4, max_gpus=4, profile="model", submit=90.0, work=LONG)
     snap = snapshot(MIXED, j, new, profiles=PROFILES)
     history = {"rescales": {"j": [10.0, 20.0, 30.0, 40.0]}}
-    result = run_cycle(snap, Typed({"j": 4, "new": 4}, {"j": "a100", "new": "t4"}), history)
+    result = run_cycle(snap, typed({"j": 4, "new": 4}, {"j": "a100", "new": "t4"}), history)
     assert {d.job_id: (d.action, d.gpus[0][0]) for d in result.changes} == {
         "j": (Action.RESCALE, "a"), "new": (Action.START, "t")}

@@ -22,13 +22,15 @@ class Fixed:
 
     counts: Mapping[str, int]
     reasons: Mapping[str, str] = field(default_factory=dict)
+    types: Mapping[str, str] = field(default_factory=dict)  # the GPU types it chooses, job id → type
     name: ClassVar[str] = "fixed"
     event_driven: ClassVar[bool] = True
     capabilities: ClassVar[Capabilities] = Capabilities()
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         seen = (state or {}).get("rounds", 0)
-        return PolicyResult({j.id: self.counts.get(j.id, 0) for j in snap.jobs}, {"rounds": seen + 1}, self.reasons)
+        return PolicyResult({j.id: self.counts.get(j.id, 0) for j in snap.jobs}, {"rounds": seen + 1}, self.reasons,
+                            gpu_types=self.types)
 
 
 def node(name: str, size: int = 8, gpu_type: str = "a100", lost: tuple[int, ...] = ()) -> NodeInfo:
