@@ -73,8 +73,8 @@ class RescaleEvent(models.Model):
     from_gpus = models.PositiveIntegerField(default=0)
     to_gpus = models.PositiveIntegerField(default=0)
     # The GPU type held before and after (blank where none was held, and in rows older than types here).
-    from_type = models.CharField(max_length=32, blank=True, default="")
-    to_type = models.CharField(max_length=32, blank=True, default="")
+    from_type = models.CharField(max_length=32, blank=True, default="", db_default="")
+    to_type = models.CharField(max_length=32, blank=True, default="", db_default="")
     reason = models.TextField()
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
