@@ -10,7 +10,7 @@ from django.conf import settings
 from scheduler import demo, forecasts
 from scheduler.forecasts import MOVED_SECONDS
 from scheduler.live import round as rounds
-from scheduler.models import QUEUED_STATES, Job, JobForecast
+from scheduler.models import QUEUED_STATES, Job, JobForecast, Node
 
 START = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
 ROUNDS = 80  # 40 minutes of the demo's 30 s rounds: its trace queues jobs at times within them
@@ -19,6 +19,10 @@ EVERY = 4  # a forecast every fourth round (beat's refresh would make one whenev
 
 def test_the_demo_shows_estimated_starts_that_the_following_minutes_confirm_or_explain(db: None) -> None:
     demo.seed_demo(settings.TRACES_DIR, START)
+    # Two of every three demo nodes cordoned: with the calm guards its 128 GPUs leave almost no job waiting in these
+    # 40 minutes (4 with half of them), and a forecast of starts needs jobs that wait.
+    Node.objects.exclude(pk__in=list(Node.objects.order_by("pk").values_list("pk", flat=True)[::3])).update(
+        schedulable=False)
     seen: dict[int, list[tuple[datetime, datetime, str]]] = {}  # job → (forecast at, estimated start, why moved)
     for index in range(ROUNDS):
         at = START + timedelta(seconds=30 * index)
