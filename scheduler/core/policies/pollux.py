@@ -109,16 +109,19 @@ class PolluxPolicy(PricesRestarts):
         return search.mean(search.cost(counts))
 
 
-def batch_sizes(snap: ClusterSnapshot, allocations: Mapping[str, int]) -> dict[str, int]:
-    """The goodput-optimal global batch of every job with a profile and GPUs (goodput.best_batch)."""
+def batch_sizes(snap: ClusterSnapshot, allocations: Mapping[str, int],
+                gpu_types: Mapping[str, str] | None = None) -> dict[str, int]:
+    """The goodput-optimal global batch of every job with a profile and GPUs (goodput.best_batch), on the type
+    ``gpu_types`` names for it, else the type it is priced on."""
     sizes = {}
     known: dict[tuple[int, int, int, float | None], int] = {}  # jobs of one profile and φ share answers
     for job in snap.jobs:
-        gpus = allocations[job.id]
-        model = model_for(job, snap) if gpus else None
+        gpus = allocations.get(job.id, 0)
+        kind = (gpu_types or {}).get(job.id)
+        model = model_for(job, snap, kind) if gpus else None
         if model is None:
             continue
-        nodes = fewest_nodes(gpus, gpus_per_node(snap, job.gpu_type))
+        nodes = fewest_nodes(gpus, gpus_per_node(snap, kind or job.gpu_type))
         key = (id(model), nodes, gpus, job.grad_noise_scale)
         if key not in known:
             known[key] = model.best_global_batch(nodes, gpus, job.grad_noise_scale)

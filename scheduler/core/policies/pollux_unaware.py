@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ..policy import register
-from ..speed import estimated_model, fewest_nodes, gpus_per_node, held_type, model_for
+from ..speed import estimated_model, held_type
 from ..types import ClusterSnapshot, JobInfo, NodeInfo, PolicyResult, PolicyState
 from ._ordering import arrival_key
-from .pollux import PolluxPolicy
+from .pollux import PolluxPolicy, batch_sizes
 
 BLIND_TYPE = "any"
 
@@ -62,7 +62,6 @@ def on_real_types(snap: ClusterSnapshot, blind: PolicyResult) -> PolicyResult:
     allocations: dict[str, int] = {}
     gpu_types: dict[str, str] = {}
     reasons = dict(blind.reasons)
-    batch_sizes: dict[str, int] = {}
     # Running jobs first (they keep their type where they fit), then the others, each in arrival order.
     for job in sorted(snap.jobs, key=lambda j: (not j.running, *arrival_key(j))):
         wanted = blind.allocations.get(job.id, 0)
@@ -77,10 +76,8 @@ def on_real_types(snap: ClusterSnapshot, blind: PolicyResult) -> PolicyResult:
         left[kind] -= count  # type: ignore[index]
         if count < wanted:
             reasons[job.id] = f"pollux-unaware: {wanted} GPUs cut to the {count} left on {kind}"
-        batch = _batch_on(job, snap, count, kind)  # type: ignore[arg-type]
-        if batch is not None:
-            batch_sizes[job.id] = batch
-    return PolicyResult(allocations=allocations, state=blind.state, reasons=reasons, batch_sizes=batch_sizes,
+    return PolicyResult(allocations=allocations, state=blind.state, reasons=reasons,
+                        batch_sizes=batch_sizes(snap, allocations, gpu_types),
                         gpu_types=gpu_types, wake_at=blind.wake_at, note=blind.note)
 
 
@@ -91,11 +88,3 @@ def _landing_type(job: JobInfo, snap: ClusterSnapshot, count: int, left: Mapping
     if held in left and left[held] >= count:  # type: ignore[index]
         return held
     return max(sorted(left), key=lambda kind: left[kind], default=None)
-
-
-def _batch_on(job: JobInfo, snap: ClusterSnapshot, gpus: int, gpu_type: str) -> int | None:
-    model = model_for(job, snap, gpu_type)
-    if model is None:
-        return None
-    nodes = fewest_nodes(gpus, gpus_per_node(snap, gpu_type))
-    return model.best_global_batch(nodes, gpus, job.grad_noise_scale)
