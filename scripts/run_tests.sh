@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff check . || exit 1
 .venv/bin/mypy || exit 1
 .venv/bin/python -m tests.prerequisites || exit 1  # installs (as root) or names what the suite needs
-.venv/bin/pytest "$@"
+.venv/bin/pytest --durations=30 "$@"  # the slowest tests named in every log: where the suite's time goes
 status=$?
 if [ "$status" -eq 5 ]; then
     echo "pytest collected no tests: failing, since an empty run proves nothing" >&2
