@@ -8,6 +8,7 @@ time and calls the same function. Each decision carries a reason an operator can
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -348,31 +349,47 @@ class Guards:
         # moved to another type, gives GPUs of its type back.
         holds = sorted((j for j in self.snap.jobs if j.id in reasons and self._gives_back(j, held, wanted)),
                        key=lambda j: (-j.submit_time, j.id))
-        for job in holds:
-            if self._fits(held, reasons):
+        demand: Counter[tuple[str, str | None]] = Counter()
+        for job in self.snap.jobs:
+            demand.update(self._demand_of(job, held[job.id], job.id in reasons))
+        for job in holds:  # the demand kept up to date release by release: no pass over every job per hold
+            if self._within(demand):
                 break
+            demand.subtract(self._demand_of(job, held[job.id], True))
             held[job.id] = wanted[job.id]
             reasons.pop(job.id, None)
+            demand.update(self._demand_of(job, held[job.id], False))
         return held, reasons
 
     def _gives_back(self, job: JobInfo, held: Mapping[str, int], wanted: Mapping[str, int]) -> bool:
         kind = held_type(job, self.snap)
         return held[job.id] > wanted[job.id] or self.gpu_types.get(job.id, kind) != kind
 
-    def _fits(self, counts: Mapping[str, int], holds: Mapping[str, str]) -> bool:
-        if not demand_fits(self.snap, counts):
-            return False
-        if not self.gpu_types:
-            return True
-        by_type = dict.fromkeys(self.snap.usable_by_type, 0)
-        for job in self.snap.jobs:
-            if not counts[job.id]:
-                continue
-            kind = (held_type(job, self.snap) if job.id in holds or job.id not in self.gpu_types
-                    else self.gpu_types[job.id]) if job.running else self.gpu_types.get(job.id, job.gpu_type)
-            if kind in by_type:
-                by_type[kind] += counts[job.id]
-        return all(by_type[kind] <= usable for kind, usable in self.snap.usable_by_type.items())
+    def _demand_of(self, job: JobInfo, gpus: int, is_held: bool) -> dict[tuple[str, str | None], int]:
+        """What ``gpus`` GPUs for ``job`` ask of the cluster: in all, of the type it requires, and of the type it
+        runs on where the policy chose types (a held job keeps its own)."""
+        if not gpus:
+            return {}
+        demand: dict[tuple[str, str | None], int] = {("all", None): gpus}
+        if job.gpu_type is not None:
+            demand[("required", job.gpu_type)] = gpus
+        if self.gpu_types:
+            if not job.running:
+                kind = self.gpu_types.get(job.id, job.gpu_type)
+            elif is_held or job.id not in self.gpu_types:
+                kind = held_type(job, self.snap)
+            else:
+                kind = self.gpu_types[job.id]
+            if kind in self.snap.usable_by_type:
+                demand[("on", kind)] = gpus
+        return demand
+
+    def _within(self, demand: Mapping[tuple[str, str | None], int]) -> bool:
+        """Whether ``demand`` (``_demand_of`` summed) fits the usable GPUs: all of them, and each type."""
+        usable = self.snap.usable_by_type
+        total = sum(usable.values())
+        return all(gpus <= (total if kind == "all" else usable.get(gpu_type or "", 0))
+                   for (kind, gpu_type), gpus in demand.items())
 
 
 def _decide(job: JobInfo, gpus: tuple[str, ...], reason: str | None, batch_size: int | None) -> Decision:

@@ -165,12 +165,23 @@ class GoodputModel:
         Equal to ``speed(num_nodes, num_gpus, φ)`` row by row; used to price many jobs of one
         profile at once.
         """
+        return self.best_grid(num_nodes, num_gpus, noise_scales)[0]
+
+    def best_grid(self, num_nodes: ArrayLike, num_gpus: ArrayLike, noise_scales: ArrayLike) -> tuple[NDArray, NDArray]:
+        """(speed, best global batch) for each noise scale (rows) at each allocation (columns), in one pass.
+
+        Row by row equal to ``speed`` and to ``best_global_batch`` (the batch rounded and kept within
+        [M0, max_batch_size]).
+        """
         nodes, gpus, batch, valid = self._candidates(num_nodes, num_gpus)
         phi = np.atleast_1d(np.asarray(noise_scales, dtype=float))[:, None, None]
         with np.errstate(divide="ignore", invalid="ignore"):
             throughput = np.where(valid, batch / self.step_seconds(nodes, gpus, batch), 0.0)
-        efficiency = (phi + self.init_batch_size) / (phi + batch[None])
-        return (throughput[None] * efficiency).max(axis=2) / self.init_batch_size
+        goodput = throughput[None] * ((phi + self.init_batch_size) / (phi + batch[None]))
+        best = np.argmax(goodput, axis=2)
+        speed = np.take_along_axis(goodput, best[:, :, None], axis=2)[:, :, 0] / self.init_batch_size
+        chosen = np.take_along_axis(np.broadcast_to(batch[None], goodput.shape), best[:, :, None], axis=2)[:, :, 0]
+        return speed, np.clip(np.round(chosen), self.init_batch_size, self.max_batch_size)
 
     def speed_at_batch(
         self, num_nodes: ArrayLike, num_gpus: ArrayLike, global_batch: float, noise_scales: ArrayLike | None = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -183,6 +183,52 @@ def speed_tables(jobs: Iterable[JobInfo], snap: ClusterSnapshot, adaptive: bool 
         grid = model.speed_at_batch(nodes, counts, batch, phis) if batch else model.speed_grid(nodes, counts, phis)
         tables.update({job.id: grid[row, : job.max_gpus + 1] for row, job in enumerate(members)})
     return tables
+
+
+@dataclass(frozen=True)
+class TypeGrid:
+    """Jobs' speeds at chosen GPU counts of one type, at the best batch (see ``adaptive_grid``)."""
+
+    columns: Mapping[int, int]  # GPU count → its column
+    speeds: Mapping[str, NDArray]  # job id → speed in each column
+    batches: Mapping[str, NDArray]  # job id → the best global batch there (jobs with a goodput model only)
+
+    def speed(self, job_id: str, gpus: int) -> float:
+        return float(self.speeds[job_id][self.columns[gpus]])
+
+    def batch(self, job_id: str, gpus: int) -> int | None:
+        row = self.batches.get(job_id)
+        return None if row is None else int(row[self.columns[gpus]])
+
+
+_GRID_CELLS = 200_000  # noise scales × counts per numpy pass (× 50 batch candidates): bounds its memory
+
+
+def adaptive_grid(jobs: Iterable[JobInfo], snap: ClusterSnapshot, gpu_type: str, counts: Iterable[int]) -> TypeGrid:
+    """Each job's speed at each of ``counts`` GPUs of ``gpu_type`` packed on fewest nodes, at its best batch, and
+    that batch. Equal, job by job, to ``speed_table(job, snap, adaptive=True, gpu_type=gpu_type)`` at those counts
+    and to ``best_global_batch``; jobs sharing a model are priced in one numpy pass (a policy prices every job on
+    every type each round)."""
+    wanted = tuple(sorted(set(counts)))
+    gpus = np.asarray(wanted, dtype=float)
+    nodes = np.ceil(gpus / gpus_per_node(snap, gpu_type))
+    speeds: dict[str, NDArray] = {}
+    batches: dict[str, NDArray] = {}
+    groups: dict[int, tuple[GoodputModel, list[JobInfo]]] = {}
+    for job in jobs:
+        model = model_for(job, snap, gpu_type)
+        if model is None:  # linear from its minimum
+            speeds[job.id] = np.where(gpus >= job.min_gpus, gpus / job.min_gpus, 0.0)
+        else:
+            groups.setdefault(id(model), (model, []))[1].append(job)
+    chunk = max(1, _GRID_CELLS // max(len(wanted), 1))
+    for model, members in groups.values():
+        for start in range(0, len(members), chunk):
+            part = members[start:start + chunk]
+            speed, batch = model.best_grid(nodes, gpus, [_noise(job, model) for job in part])
+            for row, job in enumerate(part):
+                speeds[job.id], batches[job.id] = speed[row], batch[row]
+    return TypeGrid({count: column for column, count in enumerate(wanted)}, speeds, batches)
 
 
 def job_speed(

@@ -70,6 +70,16 @@ def test_best_batch_stays_within_the_limits(gpus: int, noise: float) -> None:
     assert MODEL.min_local_bsz - 1e-9 <= micro <= MODEL.max_local_bsz + 1e-9
 
 
+@given(gpus=st.lists(st.integers(0, 128), min_size=1, max_size=6), noises=st.lists(st.floats(0, 1e5), min_size=1,
+                                                                                    max_size=4))
+def test_the_grid_gives_each_noise_scale_what_one_at_a_time_gives(gpus: list[int], noises: list[float]) -> None:
+    counts = np.array(gpus)
+    speed, batch = MODEL.best_grid(packed(counts), counts, noises)
+    for row, noise in enumerate(noises):
+        assert speed[row] == pytest.approx(MODEL.speed(packed(counts), counts, noise), rel=1e-12, abs=0)
+        assert list(batch[row]) == [MODEL.best_global_batch(int(packed(np.array(g))), g, noise) for g in gpus]
+
+
 def test_accumulation_reaches_large_batches_on_few_gpus() -> None:
     # One GPU above M0 accumulates at least two micro-batches (AdaptDL's rule); T = s·T_grad + T_iter.
     compute = PERF.alpha_c + PERF.beta_c * 256

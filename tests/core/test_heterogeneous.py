@@ -8,7 +8,7 @@ from scheduler.core.cycle import Action, run_cycle
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.placement import place
 from scheduler.core.policy import get_policy
-from scheduler.core.speed import estimated_model, job_speed, model_for, priced_type
+from scheduler.core.speed import adaptive_grid, estimated_model, job_speed, model_for, priced_type, speed_table
 from scheduler.sim.engine import simulate
 from scheduler.sim.records import WorkloadJob
 
@@ -38,6 +38,25 @@ def test_a_type_never_measured_gets_an_estimate_marked_as_such() -> None:
     one = job("j", profile="cifar10", min_gpus=1, max_gpus=1)
     assert job_speed(one, snap, 1, gpu_type="h100") > job_speed(one, snap, 1, gpu_type="a100")
     assert by_type["a100"].estimated_from is None
+
+
+def test_a_type_grid_prices_every_job_as_one_at_a_time_would() -> None:
+    profiles = {"model": PROFILES["model"], "cifar10": FITTED_PROFILES["cifar10"]}
+    jobs = [job("noisy", min_gpus=1, max_gpus=16, profile="model", grad_noise_scale=50.0),
+            job("default", min_gpus=1, max_gpus=16, profile="model"),
+            job("estimated", min_gpus=2, max_gpus=16, profile="cifar10"),  # cifar10 was never measured on t4
+            job("rigid", 3)]  # no profile: linear from its minimum
+    snap = snapshot(MIXED, *jobs, profiles=profiles)
+    counts = [1, 2, 3, 4, 8, 16]
+    for gpu_type in ("t4", "a100"):
+        grid = adaptive_grid(jobs, snap, gpu_type, counts)
+        for one in jobs:
+            table = speed_table(one, snap, up_to=16, adaptive=True, gpu_type=gpu_type)
+            assert [grid.speed(one.id, n) for n in counts] == pytest.approx([table[n] for n in counts], rel=1e-12)
+            model = model_for(one, snap, gpu_type)
+            expected = [None] * len(counts) if model is None else [
+                model.best_global_batch(-(-n // 4), n, one.grad_noise_scale) for n in counts]
+            assert [grid.batch(one.id, n) for n in counts] == expected
 
 
 def test_a_new_job_goes_on_the_fastest_type_with_room_and_says_so() -> None:

@@ -45,13 +45,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
-from numpy.typing import NDArray
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
 from ..config import PricesRestarts
 from ..policy import Capabilities, hold_allocations, register
-from ..speed import fewest_nodes, gpus_per_node, held_type, model_for, speed_table
+from ..speed import TypeGrid, adaptive_grid, fewest_nodes, gpus_per_node, held_type, model_for
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import arrival_key
 
@@ -123,9 +122,9 @@ class SiaPolicy(PricesRestarts):
                 continue
             allocations[job.id], gpu_types[job.id] = config.gpus, config.gpu_type
             reasons[job.id] = problem.reason(job, config)
-            model = model_for(job, snap, config.gpu_type)
-            if model is not None:
-                batch_sizes[job.id] = model.best_global_batch(config.nodes, config.gpus, job.grad_noise_scale)
+            batch = problem.grids[config.gpu_type].batch(job.id, config.gpus)
+            if batch is not None:
+                batch_sizes[job.id] = batch
         state_out = {"largest": {job_id: count for job_id, count in largest.items() if count}}
         return PolicyResult(allocations=allocations, state=state_out, reasons=reasons, batch_sizes=batch_sizes,
                             gpu_types=gpu_types)
@@ -155,7 +154,11 @@ class Problem:
                  largest: Mapping[str, int]) -> None:
         self.snap, self.policy = snap, policy
         self.configs = configurations(snap)
+        self.configs_of: dict[str, list[Configuration]] = {t: [] for t in snap.usable_by_type}
+        for config in self.configs:
+            self.configs_of[config.gpu_type].append(config)
         self.usable = dict(snap.usable_by_type)
+        self.grids = self._grids(jobs)
         self.pairs: list[tuple[JobInfo, Configuration]] = []
         costs: list[float] = []
         self.goodput: dict[tuple[str, Configuration], float] = {}
@@ -175,26 +178,33 @@ class Problem:
                 self.pairs.append((job, config))
         self.costs = np.array(costs, dtype=float)
 
+    def _grids(self, jobs: Sequence[JobInfo]) -> dict[str, TypeGrid]:
+        """Every job's speed and best batch on each type, at every count a configuration of that type can have
+        (the type's configurations, and the jobs' minimums where none is in their range)."""
+        grids = {}
+        for gpu_type in sorted(self.usable):
+            counts = {c.gpus for c in self.configs_of[gpu_type]}
+            counts |= {job.min_gpus for job in jobs if 0 < job.min_gpus <= self.usable[gpu_type]}
+            takers = [job for job in jobs if job.gpu_type in (None, gpu_type)]
+            grids[gpu_type] = adaptive_grid(takers, self.snap, gpu_type, counts)
+        return grids
+
     def _options(self, job: JobInfo, largest: int) -> dict[Configuration, float]:
         """The job's feasible configurations and its speed in each (0-speed ones dropped)."""
         ramped = max(job.min_gpus, min(job.max_gpus, 2 * largest))
         options: dict[Configuration, float] = {}
-        tables: dict[str, NDArray] = {}
         for gpu_type in sorted(self.usable):
             if job.gpu_type not in (None, gpu_type) or self.usable[gpu_type] < job.min_gpus:
                 continue
             cap = ramped if self._ramps(job, gpu_type) else job.max_gpus
-            own = [c for c in self.configs if c.gpu_type == gpu_type and job.min_gpus <= c.gpus <= cap]
+            own = [c for c in self.configs_of[gpu_type] if job.min_gpus <= c.gpus <= cap]
             if not own and job.min_gpus <= self.usable[gpu_type]:  # no configuration in its range: its minimum
                 size = gpus_per_node(self.snap, gpu_type)
                 own = [Configuration(gpu_type, job.min_gpus, fewest_nodes(job.min_gpus, size))]
             for config in own:
                 if config.gpus > self.usable[gpu_type]:
                     continue
-                if gpu_type not in tables:
-                    top = max(c.gpus for c in own)
-                    tables[gpu_type] = speed_table(job, self.snap, up_to=top, adaptive=True, gpu_type=gpu_type)
-                speed = float(tables[gpu_type][config.gpus])
+                speed = self.grids[gpu_type].speed(job.id, config.gpus)
                 if speed > 0:
                     options[config] = speed
         return options
