@@ -146,6 +146,20 @@ def test_validate_sia_prints_every_policy_of_sias_table_with_restarts() -> None:
         assert row["unfinished"] == 0 and row["ours_restarts_per_job"] >= 0 and row["ours_worst_ftf"] >= 1
 
 
+def test_validate_sias_table_has_a_restarts_column() -> None:
+    from scheduler.management.commands.validate_sia import Command
+
+    row = {"policy": "pollux-unaware", "set": "helios", "avg_jct_difference": -0.2, "published_avg_jct_h": 1.0,
+           "published_sia_avg_jct_h": 0.7, "ours_restarts_per_job": 3.35}
+    for metric, ours, published in [("avg_jct_h", 0.8, 1.0), ("p99_jct_h", 10.5, 15.0), ("makespan_h", 15.3, 25.5),
+                                    ("gpu_h_per_job", 5.04, 5.9), ("worst_ftf", 8.73, 4.6)]:
+        row |= {f"ours_{metric}": ours, f"published_{metric}": published}
+    lines = Command()._table([row], 1, 60.0).splitlines()
+    assert lines[1].split()[-3:] == ["restarts/job", "worst", "FTF"]
+    assert lines[2].split() == ["pollux-unaware", "helios", "0.80/1.00", "(-20%)", "10.50/15.00", "15.30/25.50",
+                                "5.04/5.90", "3.35", "8.73/4.60"]
+
+
 def test_validate_pollux_compares_a_policy_of_ours_with_pollux() -> None:
     from scheduler.sim.validation import Case, CaseResult, grid_table
 
