@@ -201,7 +201,7 @@ class TypeGrid:
         return None if row is None else int(row[self.columns[gpus]])
 
 
-_GRID_CELLS = 200_000  # noise scales × counts per numpy pass (× 50 batch candidates): bounds its memory
+_GRID_CELLS = 20_000  # noise scales × counts per numpy pass: × 50 batch candidates × 8 bytes, 8 MB an array
 
 
 def adaptive_grid(jobs: Iterable[JobInfo], snap: ClusterSnapshot, gpu_type: str, counts: Iterable[int]) -> TypeGrid:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.core import speed
 from scheduler.core.cycle import Action, run_cycle
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.placement import place
@@ -40,7 +41,9 @@ def test_a_type_never_measured_gets_an_estimate_marked_as_such() -> None:
     assert by_type["a100"].estimated_from is None
 
 
-def test_a_type_grid_prices_every_job_as_one_at_a_time_would() -> None:
+@pytest.mark.parametrize("cells", [20_000, 6])  # 6: one job per numpy pass, as a large cluster's chunks
+def test_a_type_grid_prices_every_job_as_one_at_a_time_would(cells: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(speed, "_GRID_CELLS", cells)
     profiles = {"model": PROFILES["model"], "cifar10": FITTED_PROFILES["cifar10"]}
     jobs = [job("noisy", min_gpus=1, max_gpus=16, profile="model", grad_noise_scale=50.0),
             job("default", min_gpus=1, max_gpus=16, profile="model"),
