@@ -58,7 +58,7 @@ def test_a_type_grid_prices_every_job_as_one_at_a_time_would(cells: int, monkeyp
             assert [grid.speed(one.id, n) for n in counts] == pytest.approx([table[n] for n in counts], rel=1e-12)
             model = model_for(one, snap, gpu_type)
             expected = [None] * len(counts) if model is None else [
-                model.best_global_batch(-(-n // 4), n, one.grad_noise_scale) for n in counts]
+                model.best_global_batch(-(-n // 4), n, one.grad_noise_scale) for n in counts]  # nodes of 4 GPUs
             assert [grid.batch(one.id, n) for n in counts] == expected
 
 
