@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from scheduler.core.cycle import Action, CycleConfig, run_cycle
+from scheduler.core.cycle import Action, CycleConfig, Guards, run_cycle
 from scheduler.core.policy import Capabilities
 from scheduler.core.speed import job_speed
 
@@ -46,7 +46,7 @@ def test_a_move_to_a_faster_type_says_so_with_its_speed_up_and_restart() -> None
 
 
 def test_a_move_that_would_not_repay_its_restart_within_the_horizon_is_held() -> None:
-    # 4× as fast after a 300 s restart repays it at 4·300/3 = 400 s: not within a 300 s horizon.
+    # 3.6× as fast after a 300 s restart repays it at 3.6·300/2.6 ≈ 417 s: not within a 300 s horizon.
     snap = snapshot(MIXED, on_t4(), profiles=PROFILES)
     result = run_cycle(snap, typed({"j": 4}, {"j": "a100"}), config=CycleConfig(payback_seconds=300.0),
                        restart_delay=lambda profile: 300.0)
@@ -58,6 +58,33 @@ def test_a_move_that_would_not_repay_its_restart_within_the_horizon_is_held() ->
     made = run_cycle(snap, typed({"j": 4}, {"j": "a100"}), config=CycleConfig(payback_seconds=3600.0),
                      restart_delay=lambda profile: 300.0)
     assert [d.action for d in made.changes] == [Action.RESCALE]
+
+
+def test_the_horizon_is_as_long_as_the_jobs_configurations_have_lasted() -> None:
+    # The move of the test above (3.6× as fast after a 300 s restart: repaid at 417 s) on a job that has run 4 GPUs
+    # × 1,000 s in each of its two configurations so far: its horizon is 1,000 s, not the 300 s floor.
+    veteran = on_t4(attained_gpu_seconds=4 * 2000.0, restarts=1)
+    snap = snapshot(MIXED, veteran, profiles=PROFILES)
+    config = CycleConfig(payback_seconds=300.0)
+    made = run_cycle(snap, typed({"j": 4}, {"j": "a100"}), config=config, restart_delay=lambda profile: 300.0)
+    assert [d.action for d in made.changes] == [Action.RESCALE]
+    # Changed eight times in those 2,000 s (250 s a configuration): the floor holds and the move waits.
+    restless = on_t4(attained_gpu_seconds=4 * 2000.0, restarts=7)
+    held = run_cycle(snapshot(MIXED, restless, profiles=PROFILES), typed({"j": 4}, {"j": "a100"}), config=config,
+                     restart_delay=lambda profile: 300.0)
+    assert held.decisions["j"].action == Action.KEEP and held.decisions["j"].reason.endswith("not within 5 min")
+    # A 3,000 s restart is repaid at 4,170 s: not within the veteran's 1,000 s, and the reason states the horizon.
+    slow = run_cycle(snap, typed({"j": 4}, {"j": "a100"}), config=config, restart_delay=lambda profile: 3000.0)
+    assert re.search(r"would repay its 3000 s restart only after 69\.\d min, not within 17 min, as long as its "
+                     r"configurations have lasted$", slow.decisions["j"].reason), slow.decisions["j"].reason
+
+
+def test_the_horizon_counts_time_run_not_time_queued() -> None:
+    config = CycleConfig(payback_seconds=300.0)
+    queued_a_day = Guards(snapshot(MIXED, now=90_000.0), {}, {}, config, lambda profile: 30.0)
+    assert queued_a_day.horizon(on_t4(submit=0.0, attained_gpu_seconds=4 * 100.0)) == 300.0
+    assert queued_a_day.horizon(on_t4(attained_gpu_seconds=4 * 3600.0)) == 3600.0
+    assert queued_a_day.horizon(on_t4(attained_gpu_seconds=4 * 3600.0, restarts=3)) == 900.0
 
 
 def test_a_job_about_to_end_is_not_moved_or_grown() -> None:
