@@ -171,11 +171,10 @@ class Problem:
             normalised = _normalised(options)
             current = self._current(job)
             factor = restart_factor(job, snap.now, policy.restart_delay(job)) if job.running else 1.0
-            priced = {config: self._cost(goodput if config == current else goodput * factor)
-                      for config, goodput in normalised.items()}
-            for config in _undominated(priced):
-                self.goodput[(job.id, config)] = normalised[config]
-                costs.append(priced[config])
+            for config, goodput in normalised.items():
+                self.goodput[(job.id, config)] = goodput
+                priced = goodput if config == current else goodput * factor
+                costs.append(self._cost(priced))
                 self.pairs.append((job, config))
         self.costs = np.array(costs, dtype=float)
 
@@ -267,23 +266,6 @@ class Problem:
             kind = f"{job.gpu_type} " if job.gpu_type else ""
             return f"{verb}: no configuration of {job.min_gpus}+ {kind}GPUs fits this cluster"
         return f"{verb}: the GPUs of every configuration it could take do more for other jobs"
-
-
-def _undominated(costs: Mapping[Configuration, float]) -> list[Configuration]:
-    """The configurations no smaller one of the same type costs as little as: a configuration with more GPUs of a
-    type and no lower cost is never in an optimal answer (the smaller one frees GPUs at no loss), and the ties
-    went to the smaller one anyway. Dropping them leaves the answer as it was and the MIP smaller: a job's goodput
-    flattens as it grows, so its large configurations cost the same (2 decimals) as the one below them. Kept in
-    the order given, which breaks ties."""
-    kept = []
-    for gpu_type in dict.fromkeys(config.gpu_type for config in costs):
-        least = float("inf")
-        for config in sorted((c for c in costs if c.gpu_type == gpu_type), key=lambda c: c.gpus):
-            if costs[config] < least:
-                least = costs[config]
-                kept.append(config)
-    order = {config: i for i, config in enumerate(costs)}
-    return sorted(kept, key=order.__getitem__)
 
 
 def _normalised(options: Mapping[Configuration, float]) -> dict[Configuration, float]:

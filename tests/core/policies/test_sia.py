@@ -5,13 +5,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.cycle import Action, run_cycle
-from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.goodput import GoodputModel, PerfParams
-from scheduler.core.policies import sia
-from scheduler.core.policies._ordering import arrival_key
-from scheduler.core.policies.sia import Configuration, Problem, SiaPolicy, _undominated, configurations, restart_factor
+from scheduler.core.policies.sia import SiaPolicy, configurations, restart_factor
 from scheduler.core.policy import get_policy
-from scheduler.sim.synthetic import synthetic_snapshot
 
 from . import cluster, job, snapshot
 
@@ -129,31 +125,3 @@ def test_a_solver_without_an_answer_moves_nobody(name: str, monkeypatch: pytest.
     assert "solver gave no answer" in result.note and "keep their GPUs" in result.note
     assert "solver gave no answer" in result.decisions["run"].reason
     assert result.state["policy"] == {"largest": {"run": 2, "t": 4}}  # its memory survives the round
-
-
-def test_a_configuration_that_costs_no_less_than_a_smaller_one_of_its_type_is_not_offered() -> None:
-    a = {n: Configuration("a100", n, 1) for n in (1, 2, 4, 8)}
-    t1 = Configuration("t4", 1, 1)
-    costs = {a[8]: 0.35, t1: 0.9, a[1]: 1.0, a[2]: 0.71, a[4]: 0.71}
-    # a100 × 4 frees nothing over × 2 at the same cost; a100 × 8 is cheaper still; t4 is another resource.
-    assert _undominated(costs) == [a[8], t1, a[1], a[2]]
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_leaving_out_dominated_configurations_keeps_the_optimum(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    snap = synthetic_snapshot(60, 64, FITTED_PROFILES, seed=seed)
-    jobs = sorted(snap.jobs, key=arrival_key)
-    largest = {job.id: job.gpus for job in jobs}
-    policy = get_policy("sia-profiled")
-    pruned = Problem(snap, jobs, policy, largest)
-    monkeypatch.setattr(sia, "_undominated", list)
-    whole = Problem(snap, jobs, policy, largest)
-    assert len(pruned.pairs) < len(whole.pairs)
-    cost = {(job.id, config): c - policy.lambda_n for (job, config), c in zip(whole.pairs, whole.costs, strict=True)}
-
-    def objective(chosen: dict[str, Configuration] | None) -> float:
-        assert chosen is not None
-        return sum(cost[(job_id, config)] for job_id, config in chosen.items())
-
-    # Both solved to HiGHS's default relative gap (1e-4).
-    assert objective(pruned.solve()) == pytest.approx(objective(whole.solve()), rel=1e-3)
