@@ -110,8 +110,9 @@ class _Outcome:
         before, after = type_of.get(decision.previous[0]), type_of.get(decision.gpus[0])
         if before is None or after is None or before == after:
             return decision
-        then = job_speed(job, self.snap, len(decision.gpus), gpu_type=after)
-        now = job_speed(job, self.snap, len(decision.previous), gpu_type=before)
+        then = job_speed(job, self.snap, len(decision.gpus), gpu_type=after, batch_size=decision.batch_size)
+        now = job_speed(job, self.snap, len(decision.previous), gpu_type=before,
+                        adapts=decision.batch_size is not None)
         speed = f"{then / now:.1f}× its speed there" if now > 0 else "it made no progress there"
         counts = "" if len(decision.gpus) == len(decision.previous) else (
             f" ({len(decision.previous)} → {len(decision.gpus)} GPUs)")
@@ -208,7 +209,7 @@ def run_cycle(
     capabilities = policy.capabilities
     if capabilities.prices_restarts:  # its objective already weighs a restart against the gain
         config = dataclasses.replace(config, min_rescale_gain=0.0)
-    guards = Guards(admitted, result.gpu_types, history, config, restart_delay)
+    guards = Guards(admitted, result.gpu_types, history, config, restart_delay, result.batch_sizes)
     counts, stage_reasons, held = guards.stabilise(counts)
     if config.enforce_quotas:
         counts, quota_reasons = reclaim_for_owners(admitted, counts)
@@ -289,6 +290,7 @@ class Guards:
     history: Mapping[str, list[float]]
     config: CycleConfig
     restart_delay: RestartDelay
+    batch_sizes: Mapping[str, int] = field(default_factory=dict)  # the policy's, job id → global batch
 
     def stabilise(self, counts: Mapping[str, int]) -> tuple[dict[str, int], dict[str, str], set[str]]:
         """(counts after the guards, why each held job was held, the held jobs: they keep their GPUs' type)."""
@@ -316,8 +318,11 @@ class Guards:
         since = self.snap.now - max(times, default=float("-inf"))
         if since < config.settle_seconds:
             return f"held at {job.gpus} GPUs: it changed {since:.0f} s ago (settles for {config.settle_seconds:g} s)"
-        now = job_speed(job, self.snap, job.gpus, gpu_type=now_type)
-        then = job_speed(job, self.snap, target, gpu_type=then_type)
+        # A job whose batch the policy chose adapts it to its GPUs: it runs at its best batch where it is, and
+        # at the policy's after the change, not at the batch it first asked for.
+        batch = self.batch_sizes.get(job.id)
+        now = job_speed(job, self.snap, job.gpus, gpu_type=now_type, adapts=batch is not None)
+        then = job_speed(job, self.snap, target, gpu_type=then_type, batch_size=batch)
         gain = then / now - 1 if now > 0 else float("inf")
         change = f"{target} {then_type} GPUs" if then_type != now_type else f"{target} GPUs"
         if target > job.gpus and gain < config.min_rescale_gain:

@@ -233,12 +233,13 @@ def adaptive_grid(jobs: Iterable[JobInfo], snap: ClusterSnapshot, gpu_type: str,
 
 def job_speed(
     job: JobInfo, snap: ClusterSnapshot, gpus: int, nodes: int | None = None, batch_size: int | None = None,
-    gpu_type: str | None = None,
+    gpu_type: str | None = None, adapts: bool = False,
 ) -> float:
     """Work units per second for ``job`` on ``gpus`` GPUs of ``gpu_type`` over ``nodes`` nodes.
 
     By default on the type it is priced on (``priced_type``) and on fewest nodes. At ``batch_size`` if given
-    (a policy chose it), else at the job's own batch if it asked for one, else at the best batch.
+    (a policy chose it), else at the best batch if the job ``adapts`` its batch to its GPUs (a policy that
+    chooses batches sets it there), else at the job's own batch if it asked for one, else at the best batch.
     """
     if gpus <= 0:
         return 0.0
@@ -247,7 +248,7 @@ def job_speed(
     if model is None:
         return gpus / job.min_gpus if gpus >= job.min_gpus else 0.0
     node_count = nodes if nodes is not None else fewest_nodes(gpus, gpus_per_node(snap, kind))
-    batch = batch_size or job.batch_size
+    batch = batch_size or (None if adapts else job.batch_size)
     if batch:
         return float(model.speed_at_batch(node_count, gpus, batch, _noise(job, model))[0, 0])
     return float(model.speed(node_count, gpus, job.grad_noise_scale)[0])
