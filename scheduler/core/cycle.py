@@ -110,9 +110,8 @@ class _Outcome:
         before, after = type_of.get(decision.previous[0]), type_of.get(decision.gpus[0])
         if before is None or after is None or before == after:
             return decision
-        then = job_speed(job, self.snap, len(decision.gpus), gpu_type=after, batch_size=decision.batch_size)
-        now = job_speed(job, self.snap, len(decision.previous), gpu_type=before,
-                        adapts=decision.batch_size is not None)
+        now, then = speeds_across(job, self.snap, (len(decision.previous), before), (len(decision.gpus), after),
+                                  decision.batch_size)
         speed = f"{then / now:.1f}× its speed there" if now > 0 else "it made no progress there"
         counts = "" if len(decision.gpus) == len(decision.previous) else (
             f" ({len(decision.previous)} → {len(decision.gpus)} GPUs)")
@@ -228,6 +227,17 @@ def run_cycle(
     return CycleResult(changes, new_state, result.wake_at, outcome, result.note)
 
 
+def speeds_across(
+    job: JobInfo, snap: ClusterSnapshot, before: tuple[int, str | None], after: tuple[int, str | None],
+    batch: int | None,
+) -> tuple[float, float]:
+    """``job``'s speed before and after a change from ``before`` to ``after`` (GPU count, type). A job whose batch
+    the policy chose (``batch``) adapts it to its GPUs: it runs at its best batch where it is and at the policy's
+    after the change, not at the batch it first asked for."""
+    now = job_speed(job, snap, before[0], gpu_type=before[1], adapts=batch is not None)
+    return now, job_speed(job, snap, after[0], gpu_type=after[1], batch_size=batch)
+
+
 def admit(snap: ClusterSnapshot) -> tuple[ClusterSnapshot, dict[str, str]]:
     """The snapshot without jobs that cannot run on this cluster at all, and why each was left out."""
     by_type, rejected = snap.usable_by_type, {}
@@ -318,11 +328,8 @@ class Guards:
         since = self.snap.now - max(times, default=float("-inf"))
         if since < config.settle_seconds:
             return f"held at {job.gpus} GPUs: it changed {since:.0f} s ago (settles for {config.settle_seconds:g} s)"
-        # A job whose batch the policy chose adapts it to its GPUs: it runs at its best batch where it is, and
-        # at the policy's after the change, not at the batch it first asked for.
-        batch = self.batch_sizes.get(job.id)
-        now = job_speed(job, self.snap, job.gpus, gpu_type=now_type, adapts=batch is not None)
-        then = job_speed(job, self.snap, target, gpu_type=then_type, batch_size=batch)
+        now, then = speeds_across(job, self.snap, (job.gpus, now_type), (target, then_type),
+                                  self.batch_sizes.get(job.id))
         gain = then / now - 1 if now > 0 else float("inf")
         change = f"{target} {then_type} GPUs" if then_type != now_type else f"{target} GPUs"
         if target > job.gpus and gain < config.min_rescale_gain:
