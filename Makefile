@@ -44,7 +44,7 @@ slurm-lab-stop:
 	@$(PYTHON) scripts/slurm_lab.py stop
 
 test: venv
-	@bash scripts/run_tests.sh
+	@bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

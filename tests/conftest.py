@@ -16,6 +16,35 @@ from scheduler.models import Job, Node, Tenant
 from . import prerequisites
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# A test that asks for any of these (or is marked django_db) reads or writes the database in-process.
+DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_setup", "live_server",
+                               "django_db_reset_sequences", "django_db_serialized_rollback"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--database-only", action="store_true",
+        help="run only the tests that can behave differently on another database: those that use it in-process "
+             "and the integration tests, whose processes use it (CI's PostgreSQL pass); the rest are deselected, "
+             "and pytest's summary counts them",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not config.getoption("--database-only"):
+        return
+    kept = [item for item in items if uses_the_database(item)]
+    dropped = [item for item in items if not uses_the_database(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def uses_the_database(item: pytest.Item) -> bool:
+    """True for a test that uses the database, in-process or through the processes it starts."""
+    if item.get_closest_marker("django_db") or item.get_closest_marker("integration"):
+        return True
+    return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
 
 
 @pytest.fixture(autouse=True)
