@@ -21,6 +21,8 @@ from django.conf import settings
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from scheduler.core.types import TenantInfo
+from scheduler.sim.records import WorkloadJob
 from scheduler.sim.traces import TraceJob, load_pollux_workload
 from scheduler.sim.workload import COMPLETION_PROGRESS, load_completion_progress
 from telemetry.schedule import sync_simulated_schedule
@@ -133,6 +135,22 @@ def feed_demo(traces_dir: Path, now: datetime, seed: int = 0, limit: int | None 
             feed.submitted, added = feed.submitted + 1, added + 1
         feed.save(update_fields=["submitted"])
     return added
+
+
+def wall_clock_replay(traces_dir: Path, seed: int = 0) -> tuple[list[WorkloadJob], tuple[TenantInfo, ...]]:
+    """One loop of the demo's jobs and its tenants as the simulator can replay them on the demo's wall clock, the
+    one its rounds run on: arriving ``DEMO_SPEEDUP × DEMO_LOAD`` times faster than the trace, with
+    1/``DEMO_SPEEDUP`` of their work (the simulated executor runs jobs that much faster), elastic and split over
+    tenants as ``feed_demo`` submits them. Restart delays shrink alike (``live.config.scheduling_config``)."""
+    trace = _trace_file(traces_dir)
+    jobs, progress = _demo_trace(traces_dir, str(trace or GENERATOR), seed)
+    arrivals = DEMO_SPEEDUP * DEMO_LOAD
+    workload = [
+        WorkloadJob(job.name, job.submit_seconds / arrivals, _tenant_for(job.name), 1, elastic_limit(job.num_gpus),
+                    progress[job.application] / DEMO_SPEEDUP, job.application)
+        for job in jobs
+    ]
+    return workload, tuple(TenantInfo(name, quota, weight) for name, quota, weight in TENANTS)
 
 
 def _demo_trace(traces_dir: Path, trace: str, seed: int) -> tuple[list[TraceJob], Mapping[str, float]]:

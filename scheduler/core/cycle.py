@@ -104,7 +104,8 @@ class _Outcome:
         return decision._replace(reason=f"{decision.reason}; {note}") if note else decision
 
     def _type_move(self, job: JobInfo, decision: Decision) -> Decision:
-        """A rescale onto another GPU type says so first: "moved v100 → a100: 2.1× its speed there; restart ~40 s"."""
+        """A rescale onto another GPU type says so first: "moved v100 → a100: 2.1× its speed there; restart ~40 s";
+        one that slows the job down names the jobs its GPUs went to."""
         assert self.snap is not None
         type_of = self.snap.index.type_of
         before, after = type_of.get(decision.previous[0]), type_of.get(decision.gpus[0])
@@ -116,7 +117,12 @@ class _Outcome:
         counts = "" if len(decision.gpus) == len(decision.previous) else (
             f" ({len(decision.previous)} → {len(decision.gpus)} GPUs)")
         moved = (f"moved {before} → {after}{counts}: {speed}; restart ~{self.restart_delay(job.profile):.0f} s")
-        return decision._replace(reason=f"{moved}; {decision.reason}")
+        reason = f"{moved}; {decision.reason}"
+        if then < now and len(decision.gpus) >= len(decision.previous):  # a shrink names them already
+            # Slower for other jobs' sake: the cause is theirs, so name them (as a shrink does).
+            gave = explain.given_to_reason(job, decision.previous, self.snap, self._gainers)
+            reason = f"{reason}; {gave}" if gave else reason
+        return decision._replace(reason=reason)
 
     def _explained(self, job: JobInfo, decision: Decision, default: bool) -> Decision:
         """The decision with what set its count (a start or a resize) or who holds its GPUs (it cannot be placed)."""

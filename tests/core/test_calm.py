@@ -194,3 +194,14 @@ def test_a_held_job_the_policy_moved_to_another_type_gives_its_gpus_back_even_wh
     result = run_cycle(snap, typed({"j": 4, "new": 4}, {"j": "a100", "new": "t4"}), history)
     assert {d.job_id: (d.action, d.gpus[0][0]) for d in result.changes} == {
         "j": (Action.RESCALE, "a"), "new": (Action.START, "t")}
+
+
+def test_a_move_to_slower_gpus_names_the_jobs_its_gpus_went_to() -> None:
+    # The policy moves j from its 4 a100 to 4 t4 (slower) to start "new" on the a100s: the cause is new's start.
+    j = job("j", min_gpus=1, max_gpus=4, profile="model", holds=4, on="a0", work=LONG)
+    new = job("new", min_gpus=4, max_gpus=4, profile="model", submit=90.0, work=LONG)
+    snap = snapshot(MIXED, j, new, profiles=PROFILES)
+    result = run_cycle(snap, typed({"j": 4, "new": 4}, {"j": "t4", "new": "a100"}))
+    reason = result.decisions["j"].reason
+    assert result.decisions["j"].action == Action.RESCALE and reason.startswith("moved a100 → t4: 0."), reason
+    assert "its a100 GPUs went to 1 job starting or growing (job new)" in reason, reason
