@@ -104,8 +104,8 @@ class _Outcome:
         return decision._replace(reason=f"{decision.reason}; {note}") if note else decision
 
     def _type_move(self, job: JobInfo, decision: Decision) -> Decision:
-        """A rescale onto another GPU type says so first: "moved v100 → a100: 2.1× its speed there; restart ~40 s";
-        one that slows the job down names the jobs its GPUs went to."""
+        """A rescale onto another GPU type says so first: "moved v100 → a100: 2.1× its speed there; restart ~40 s",
+        and names the jobs its GPUs went to."""
         assert self.snap is not None
         type_of = self.snap.index.type_of
         before, after = type_of.get(decision.previous[0]), type_of.get(decision.gpus[0])
@@ -118,8 +118,9 @@ class _Outcome:
             f" ({len(decision.previous)} → {len(decision.gpus)} GPUs)")
         moved = (f"moved {before} → {after}{counts}: {speed}; restart ~{self.restart_delay(job.profile):.0f} s")
         reason = f"{moved}; {decision.reason}"
-        if then < now and len(decision.gpus) >= len(decision.previous):  # a shrink names them already
-            # Slower for other jobs' sake: the cause is theirs, so name them (as a shrink does).
+        if len(decision.gpus) >= len(decision.previous):  # a shrink names them already
+            # Where its GPUs went is the cause of a slower move, and of a move the guards let through a round
+            # after another (its GPUs were given to other jobs): name them, as a shrink does.
             gave = explain.given_to_reason(job, decision.previous, self.snap, self._gainers)
             reason = f"{reason}; {gave}" if gave else reason
         return decision._replace(reason=reason)
@@ -293,6 +294,9 @@ def _check_types(snap: ClusterSnapshot, counts: Mapping[str, int], gpu_types: Ma
         raise PolicyContractError(f"{policy}: more {over[0]} GPUs given ({given[over[0]]}) than usable")
 
 
+ANY_TYPE = "*"  # Guards: a job that may take GPUs of any type
+
+
 @dataclass(frozen=True)
 class Guards:
     """The elasticity guards over a policy's answer: a running job is held as it is when the change it would
@@ -310,23 +314,29 @@ class Guards:
 
     def stabilise(self, counts: Mapping[str, int]) -> tuple[dict[str, int], dict[str, str], set[str]]:
         """(counts after the guards, why each held job was held, the held jobs: they keep their GPUs' type)."""
-        result, reasons = dict(counts), {}
-        for job in self.snap.jobs:
-            held, target = len(job.placement), counts[job.id]
-            if not held or not target or not job.min_gpus <= held <= job.max_gpus:
-                continue  # not a change of a running job, or one from outside the bounds
-            now_type = held_type(job, self.snap)
-            then_type = self.gpu_types.get(job.id, now_type)
-            if target == held and then_type == now_type:
-                continue  # the common case: it keeps its configuration
-            hold = self._hold_reason(job, target, now_type, then_type)
-            if hold:
-                result[job.id], reasons[job.id] = held, hold
+        result, reasons = dict(counts), dict[str, str]()
+        # Twice: a slower change is held where no other job takes its GPUs, which the first pass's holds decide.
+        for judge_slower in (False, True):
+            taking = self._gainers_by_type(result, held=set(reasons)) if judge_slower else None
+            for job in self.snap.jobs:
+                held, target = len(job.placement), counts[job.id]
+                if job.id in reasons or not held or not target or not job.min_gpus <= held <= job.max_gpus:
+                    continue  # held already, not a change of a running job, or one from outside the bounds
+                now_type = held_type(job, self.snap)
+                then_type = self.gpu_types.get(job.id, now_type)
+                if target == held and then_type == now_type:
+                    continue  # the common case: it keeps its configuration
+                hold = self._hold_reason(job, target, now_type, then_type, taking)
+                if hold:
+                    result[job.id], reasons[job.id] = held, hold
         if reasons:
             result, reasons = self._undo_holds_over_capacity(counts, result, reasons)
         return result, reasons, set(reasons)
 
-    def _hold_reason(self, job: JobInfo, target: int, now_type: str | None, then_type: str | None) -> str | None:
+    def _hold_reason(self, job: JobInfo, target: int, now_type: str | None, then_type: str | None,
+                     gainers: Mapping[str, list[str]] | None) -> str | None:
+        """Why the change is held, or None; a slower change is judged only with ``gainers`` (the jobs that take
+        GPUs of each type)."""
         config, times = self.config, self.history.get(job.id, [])
         if len(times) >= config.max_rescales_per_hour:
             return (f"held at {job.gpus} GPUs: {len(times)} rescales in the last hour "
@@ -341,8 +351,32 @@ class Guards:
         if target > job.gpus and gain < config.min_rescale_gain:
             return f"held at {job.gpus} GPUs: {change} would be only {gain:+.0%} faster"
         if then <= now:
+            if config.payback_seconds > 0 and self._no_other_takes(job, now_type, gainers):
+                # Slower, and no other job takes its GPUs: the policy had no cause (a near-tie in its objective).
+                return f"held at {job.gpus} GPUs: {change} would be slower, and no other job needs its {now_type} GPUs"
             return None  # it slows down for others' sake: their gain is the policy's cause
         return self._payback_hold(job, now, then, change)
+
+    @staticmethod
+    def _no_other_takes(job: JobInfo, gpu_type: str | None, gainers: Mapping[str, list[str]] | None) -> bool:
+        """True where ``gainers`` are known and none but ``job`` takes GPUs of ``gpu_type`` (or of any type)."""
+        if gainers is None or gpu_type is None:
+            return False
+        takers = {*gainers.get(gpu_type, ()), *gainers.get(ANY_TYPE, ())}
+        return not takers - {job.id}
+
+    def _gainers_by_type(self, counts: Mapping[str, int], held: set[str]) -> dict[str, list[str]]:
+        """GPU type → the jobs given more GPUs of that type than they hold (a ``held`` job stays on its type)."""
+        type_of = self.snap.index.type_of
+        gainers: dict[str, list[str]] = {}
+        for job in self.snap.jobs:
+            chosen = None if job.id in held else self.gpu_types.get(job.id)
+            kind = chosen or held_type(job, self.snap) or ANY_TYPE  # a new job of no type: placement picks one
+            if not counts.get(job.id):
+                continue
+            if counts[job.id] > sum(1 for gpu in job.placement if type_of.get(gpu) == kind):
+                gainers.setdefault(kind, []).append(job.id)
+        return gainers
 
     def _payback_hold(self, job: JobInfo, now: float, then: float, change: str) -> str | None:
         """Why the change does not repay its restart within the horizon; None if it does."""

@@ -139,17 +139,18 @@ def test_a_shrink_for_another_job_is_never_held_for_its_own_sake() -> None:
         "j": (Action.RESCALE, 2), "new": (Action.START, 2)}
 
 
-def test_a_held_move_gives_way_where_the_policy_gave_its_gpus_to_another_job() -> None:
-    # The policy swaps the two jobs' types. "j" would not repay its move (held); "other" slows down for j's sake
-    # (never held). Holding j on t4 would leave "other" no t4 GPUs, so j's hold is released.
+def test_a_swap_whose_faster_half_does_not_repay_is_held_whole() -> None:
+    # The policy swaps the two jobs' types. "j" would not repay its move (held); "other" would slow down only so
+    # that j could have its a100 GPUs, which j, held, does not take: other is held too, and neither restarts.
+    # (Where a job that is not held takes the GPUs, a hold gives way: the test after next.)
     j = on_t4()
     other = job("other", min_gpus=1, max_gpus=4, profile="model", holds=4, on="a0", submit=10.0, work=LONG)
     snap = snapshot(MIXED, j, other, profiles=PROFILES)
     result = run_cycle(snap, typed({"j": 4, "other": 4}, {"j": "a100", "other": "t4"}),
                        config=CycleConfig(payback_seconds=300.0), restart_delay=lambda profile: 300.0)
-    moved = {d.job_id: d.gpus[0][0] for d in result.changes}
-    assert moved == {"j": "a", "other": "t"}
-    assert not any(d.action == Action.WAIT for d in result.decisions.values())
+    assert result.changes == ()
+    assert "would repay its 300 s restart only after" in result.decisions["j"].reason
+    assert result.decisions["other"].reason.endswith("would be slower, and no other job needs its a100 GPUs")
 
 
 def test_no_change_is_a_change_of_nothing() -> None:
@@ -205,3 +206,20 @@ def test_a_move_to_slower_gpus_names_the_jobs_its_gpus_went_to() -> None:
     reason = result.decisions["j"].reason
     assert result.decisions["j"].action == Action.RESCALE and reason.startswith("moved a100 → t4: 0."), reason
     assert "its a100 GPUs went to 1 job starting or growing (job new)" in reason, reason
+
+
+def test_a_move_to_slower_gpus_that_no_other_job_takes_is_held() -> None:
+    # The policy moves j from 4 a100 to 4 t4 and gives its a100s to no one (a near-tie in its objective).
+    j = job("j", min_gpus=1, max_gpus=4, profile="model", holds=4, on="a0", work=LONG)
+    snap = snapshot(MIXED, j, profiles=PROFILES)
+    result = run_cycle(snap, typed({"j": 4}, {"j": "t4"}))
+    assert result.changes == ()
+    reason = result.decisions["j"].reason
+    assert reason == "held at 4 GPUs: 4 t4 GPUs would be slower, and no other job needs its a100 GPUs", reason
+    # A job the guards hold takes no GPUs: the policy swaps j and "new" (4 t4), but new changed 10 s ago and settles
+    # on its t4, so j's a100s would go to no one and j stays too.
+    new = job("new", min_gpus=1, max_gpus=4, profile="model", holds=4, on="t0", work=LONG)
+    swap = typed({"j": 4, "new": 4}, {"j": "t4", "new": "a100"})
+    settling = run_cycle(snapshot(MIXED, j, new, profiles=PROFILES), swap, {"rescales": {"new": [90.0]}})
+    assert settling.changes == (), settling.decisions
+    assert run_cycle(snapshot(MIXED, j, new, profiles=PROFILES), swap).changes != ()  # settled, the swap is made
