@@ -40,7 +40,7 @@ SETS: dict[str, WorkloadSet] = {
 }
 DEFAULT_SETS = ("philly", "helios", "philly-homogeneous")
 # Every policy of Sia's Table 3 (Pollux as Sia ran it: type-unaware), and ours (policies/sia.py, ProfiledSiaPolicy).
-POLICIES = ("sia", "pollux-unaware", "gavel", "sia-profiled")
+POLICIES = ("sia", "pollux-unaware", "gavel", "sia-profiled", "sia-hesrpt")
 # Gavel as Sia ran it (REFERENCE-SETUP.md §3-4): rounds of 360 s, every job rigid at its requested GPUs and batch.
 ROUND_SECONDS = {"gavel": 360.0}
 RIGID = frozenset({"gavel"})

@@ -22,7 +22,7 @@ from .runner import Scenario, run_scenario
 
 C = TypeVar("C")
 R = TypeVar("R")
-POLICIES = ("pollux", "tiresias", "optimus", "sia-profiled")  # the authors' three, and ours
+POLICIES = ("pollux", "tiresias", "optimus", "sia-profiled", "sia-hesrpt")  # the authors' three, and ours
 LOADS = ("0.5", "1.0", "1.5", "2.0")
 WORKLOADS = tuple(range(1, 9))
 REFERENCE_POLICY_CONFIG: dict[str, dict[str, object]] = {

@@ -78,5 +78,5 @@ def test_the_live_round_decides_what_the_simulator_decides(policy, mixed_cluster
     row = rounds.run_round(now=second)
     assert row is not None and row.status == "ok"
     assert live_decisions() == expected
-    if policy in ("pollux", "sia", "sia-profiled"):  # policies that choose the batch: it reached the executor
+    if policy in ("pollux", "sia", "sia-profiled", "sia-hesrpt"):  # policies that choose the batch: it reached it
         assert any(batch for _, batch in expected.values())

@@ -6,7 +6,14 @@ import pytest
 
 from scheduler.core.cycle import Action, run_cycle
 from scheduler.core.goodput import GoodputModel, PerfParams
-from scheduler.core.policies.sia import Problem, ProfiledSiaPolicy, SiaPolicy, configurations, restart_factor
+from scheduler.core.policies.sia import (
+    HesrptSiaPolicy,
+    Problem,
+    ProfiledSiaPolicy,
+    SiaPolicy,
+    configurations,
+    restart_factor,
+)
 from scheduler.core.policy import get_policy
 
 from . import cluster, job, snapshot
@@ -140,7 +147,7 @@ def test_the_change_penalty_makes_keeping_a_configuration_cheaper_and_any_other_
     snap = snapshot(MIXED, running, waiting, profiles=PROFILES)
     largest = {"run": 4}
     plain = Problem(snap, [running, waiting], SiaPolicy(ramp="estimated"), largest)
-    priced = Problem(snap, [running, waiting], ProfiledSiaPolicy(weighting="none"), largest)
+    priced = Problem(snap, [running, waiting], ProfiledSiaPolicy(), largest)
     assert plain.pairs == priced.pairs
     for (each, config), before, after in zip(plain.pairs, plain.costs, priced.costs, strict=True):
         held = each.id == "run" and (config.gpu_type, config.gpus) == ("a100", 4)
@@ -165,7 +172,7 @@ def test_hesrpt_weights_lean_toward_the_job_with_least_time_left() -> None:
     short = job("short", min_gpus=1, max_gpus=8, profile="model", work=1e4)
     long = job("long", min_gpus=1, max_gpus=8, profile="model", work=1e7)
     snap = snapshot(cluster(8, gpu_type="a100", prefix="a"), short, long, profiles=PROFILES)
-    policy = ProfiledSiaPolicy()
+    policy = HesrptSiaPolicy()
     weights = Problem(snap, [short, long], policy, {}).weights
     # m = 2, p = 0.5 (c = 2): the shorter gets 1 − (1/2)² of the cluster, the longer (1/2)²; the weights are 2·θ.
     assert weights.of_job == {"short": pytest.approx(1.5), "long": pytest.approx(0.5)}
@@ -179,7 +186,7 @@ def test_hesrpt_weights_lean_toward_the_job_with_least_time_left() -> None:
     crowded = snapshot(cluster(8, gpu_type="a100", prefix="a"), *three, profiles=PROFILES)
     # Unweighted (Sia), three alike jobs split the node 2/4/2 whatever their length; weighted, the shorter two
     # take it, and the longest waits (it runs as soon as a GPU is spare: running at all is not weighted).
-    assert ProfiledSiaPolicy(weighting="none").allocate(crowded, None).allocations == {
+    assert ProfiledSiaPolicy().allocate(crowded, None).allocations == {
         "a-long": 2, "b-mid": 4, "c-short": 2}
     assert policy.allocate(crowded, None).allocations == {"a-long": 0, "b-mid": 4, "c-short": 4}
 
@@ -187,5 +194,5 @@ def test_hesrpt_weights_lean_toward_the_job_with_least_time_left() -> None:
 def test_a_job_whose_remaining_time_is_unknown_weighs_one() -> None:
     rigid = job("rigid", 2, holds=2, on="a0", submit=-100.0)  # no profile, no prediction
     snap = snapshot(cluster(8, gpu_type="a100", prefix="a"), rigid, profiles=PROFILES)
-    problem = Problem(snap, [rigid], ProfiledSiaPolicy(weighting="hesrpt"), {"rigid": 2})
+    problem = Problem(snap, [rigid], HesrptSiaPolicy(), {"rigid": 2})
     assert problem.weights.of_job == {} and "weight" not in problem.reason(rigid, problem.pairs[0][1])
