@@ -303,7 +303,8 @@ class Guards:
     make comes too often (``max_rescales_per_hour``) or too soon after the last (``settle_seconds``), gains too
     little (``min_rescale_gain``), or would not repay its restart within ``payback_seconds``. A change that slows
     the job down (a shrink, or a move to slower GPUs) is made for other jobs' sake and is never held for its own
-    payback; any hold gives way where the policy gave the GPUs it would keep to another job."""
+    payback — but it is held where no other job, after the other holds, takes its GPUs; any hold gives way where
+    the policy gave the GPUs it would keep to another job."""
 
     snap: ClusterSnapshot
     gpu_types: Mapping[str, str]  # the policy's choice of type, job id → type

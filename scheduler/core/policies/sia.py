@@ -259,7 +259,7 @@ class Problem:
         least configuration (normalised goodput 1). What running saves (λ_n − A₁) stays Sia's, so every job still
         runs where GPUs allow (weighted too, a job of weight ~0 was indifferent to running and its GPUs went idle);
         what more GPUs and a change are worth to the job scale by w (a change penalty left unweighted froze long
-        jobs where they were: worst FTF 2.9 → 5.3 on philly)."""
+        jobs where they were: worst FTF 5.3 on philly, measured with p fitted per round)."""
         if weight == 1.0:
             return cost
         least = self._cost(1.0)
