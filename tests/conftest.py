@@ -33,8 +33,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if not config.getoption("--database-only"):
         return
-    kept = [item for item in items if uses_the_database(item)]
-    dropped = [item for item in items if not uses_the_database(item)]
+    kept, dropped = [], []
+    for item in items:
+        (kept if uses_the_database(item) else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from scheduler.core.cycle import Action, CycleConfig, Guards, run_cycle
+from scheduler.core.cycle import Action, CycleConfig, run_cycle
+from scheduler.core.guards import Guards
 from scheduler.core.policy import Capabilities
 from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, PolicyResult, PolicyState
