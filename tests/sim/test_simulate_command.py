@@ -150,14 +150,54 @@ def test_validate_sias_table_has_a_restarts_column() -> None:
     from scheduler.management.commands.validate_sia import Command
 
     row = {"policy": "pollux-unaware", "set": "helios", "avg_jct_difference": -0.2, "published_avg_jct_h": 1.0,
-           "published_sia_avg_jct_h": 0.7, "ours_restarts_per_job": 3.35}
+           "published_sia_avg_jct_h": 0.7, "ours_restarts_per_job": 3.35, "vs_our_sia": 0.143}
     for metric, ours, published in [("avg_jct_h", 0.8, 1.0), ("p99_jct_h", 10.5, 15.0), ("makespan_h", 15.3, 25.5),
                                     ("gpu_h_per_job", 5.04, 5.9), ("worst_ftf", 8.73, 4.6)]:
         row |= {f"ours_{metric}": ours, f"published_{metric}": published}
     lines = Command()._table([row], 1, 60.0).splitlines()
-    assert lines[1].split()[-3:] == ["restarts/job", "worst", "FTF"]
+    assert lines[1].split()[-6:] == ["restarts/job", "worst", "FTF", "vs", "our", "sia"]
     assert lines[2].split() == ["pollux-unaware", "helios", "0.80/1.00", "(-20%)", "10.50/15.00", "15.30/25.50",
-                                "5.04/5.90", "3.35", "8.73/4.60"]
+                                "5.04/5.90", "3.35", "8.73/4.60", "+14.3%"]
+
+
+def test_validate_sia_compares_each_policy_with_our_sia_on_the_same_files() -> None:
+    """The held-out sets have no published figure: each row's yardstick is our sia on the same files."""
+    from scheduler.sim.sia_validation import Case, CaseResult, table
+
+    def result(policy: str, workload: int, jct_h: float) -> CaseResult:
+        return CaseResult(Case(policy, "helios-rate-40", workload), (jct_h * 3600,), 0, 3600.0, 3600.0, 1, (1.0,), 1.0)
+
+    rows = {row["policy"]: row for row in table([result("sia", 1, 1.0), result("sia", 2, 3.0),
+                                                 result("sia-hesrpt", 1, 0.8), result("sia-hesrpt", 2, 2.6)])}
+    assert rows["sia-hesrpt"]["vs_our_sia"] == pytest.approx(-0.15) and rows["sia"]["vs_our_sia"] == 0.0
+    assert rows["sia-hesrpt"]["published_avg_jct_h"] is None and rows["sia-hesrpt"]["published_sia_avg_jct_h"] is None
+    (alone,) = table([result("sia-hesrpt", 1, 0.8)])
+    assert alone["vs_our_sia"] is None
+
+
+@pytest.mark.skipif(not SIA.is_dir(), reason="TRACES_DIR has no Sia workloads")
+def test_the_held_out_sets_are_other_draws_of_sias_generator() -> None:
+    """Fig. 7's files (Helios-sampled at 10, 30, 40 and 50 jobs an hour) exist, ten a rate, none is a file of the
+    sets the policies were built on, and from 30 jobs an hour on, at least 30 % of each file's jobs are new."""
+    import csv
+
+    from scheduler.sim.sia_validation import DEFAULT_SETS, SETS, cases
+
+    def jobs(path: Path) -> set[tuple[str, str]]:
+        with path.open(newline="") as handle:
+            return {(row["time"], row["application"]) for row in csv.DictReader(handle)}
+
+    held_out = tuple(name for name in SETS if name.startswith("helios-rate-"))
+    assert held_out == ("helios-rate-10", "helios-rate-30", "helios-rate-40", "helios-rate-50")
+    traces = settings.TRACES_DIR
+    built_on = [jobs(Path(case.scenario(traces).trace)) for case in cases(("sia",), DEFAULT_SETS + ("newtrace",))]
+    held_out_cases = cases(("sia",), held_out)
+    assert len(held_out_cases) == 40
+    for case in held_out_cases:
+        mine = jobs(Path(case.scenario(traces).trace))
+        assert mine not in built_on
+        if case.set != "helios-rate-10":
+            assert max(len(mine & theirs) for theirs in built_on) <= 0.7 * len(mine), case
 
 
 def test_validate_pollux_compares_a_policy_of_ours_with_pollux() -> None:
