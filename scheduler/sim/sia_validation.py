@@ -41,7 +41,7 @@ SETS: dict[str, WorkloadSet] = {
     # Held out: Sia's Fig. 7 files, Helios-sampled by the authors' generator at other arrival rates (10-50 jobs an
     # hour against the default 20). No policy of ours was built or chosen on them, and Sia published them only as a
     # plot, so there is no figure beside ours. The generator grows a rate's draw from the same base draw: at 10 jobs
-    # an hour every job is one of a Helios file's; at 30, 40 and 50, 31 %, 49 % and 58 % of each file's jobs are new.
+    # an hour every job is one of a Helios file's; at 30, 40 and 50, at least 31, 49 and 58 % of each file's are new.
     # Its 20-jobs-an-hour files are the Helios set's own jobs, so they are not a set here.
     **{f"helios-rate-{rate}": WorkloadSet(f"helios-rate-{rate}", f"scale/rate_{rate}", "sia-hetero", 10)
        for rate in HELD_OUT_RATES},
