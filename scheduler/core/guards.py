@@ -104,10 +104,10 @@ class Guards:
         type_of = self.snap.index.type_of
         gainers: dict[str, list[str]] = {}
         for job in self.snap.jobs:
-            chosen = None if job.id in held else self.gpu_types.get(job.id)
-            kind = chosen or held_type(job, self.snap) or ANY_TYPE  # a new job of no type: placement picks one
             if not counts.get(job.id):
                 continue
+            chosen = None if job.id in held else self.gpu_types.get(job.id)
+            kind = chosen or held_type(job, self.snap) or ANY_TYPE  # a new job of no type: placement picks one
             if counts[job.id] > sum(1 for gpu in job.placement if type_of.get(gpu) == kind):
                 gainers.setdefault(kind, []).append(job.id)
         return gainers
