@@ -192,6 +192,9 @@ def test_sacct_history_becomes_the_what_ifs_history(slurm: RunningLab) -> None:
     run_round()
     ran = slurm.run("sbatch", "--parsable", "-A", "nlp", "--gres=gpu:v100:2", "--wrap", "sleep 3").strip()
     wait_for(lambda: slurm.squeue(ran).get("state", "COMPLETED") == "COMPLETED", "the job to end")
+    # slurmctld sends a job's records to slurmdbd asynchronously: squeue can say it ended before sacct has its
+    # allocation, and the import mirrors only the jobs sacct shows with GPUs.
+    wait_for(lambda: _accounted(slurm, ran), "sacct to record the job's end and its GPUs")
 
     call_command("slurm_import_history", "--days", "1")
 
@@ -200,3 +203,8 @@ def test_sacct_history_becomes_the_what_ifs_history(slurm: RunningLab) -> None:
     assert 2 <= job.total_work <= 10 and job.total_work == job.progress  # seconds it ran
     replayed = {w.id: w for w in history_workload(timezone.now() - timedelta(days=1), timezone.now())}
     assert replayed[str(job.pk)].total_work == job.total_work and replayed[str(job.pk)].profile is None
+
+
+def _accounted(slurm: RunningLab, job_id: str) -> bool:
+    out = slurm.run("sacct", "-n", "-X", "-P", "-j", job_id, "--format=State,AllocTRES", check=False)
+    return any(line.startswith("COMPLETED|") and "gres/gpu" in line for line in out.splitlines())
