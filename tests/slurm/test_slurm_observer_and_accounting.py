@@ -193,8 +193,9 @@ def test_sacct_history_becomes_the_what_ifs_history(slurm: RunningLab) -> None:
     ran = slurm.run("sbatch", "--parsable", "-A", "nlp", "--gres=gpu:v100:2", "--wrap", "sleep 3").strip()
     wait_for(lambda: slurm.squeue(ran).get("state", "COMPLETED") == "COMPLETED", "the job to end")
     # slurmctld sends a job's records to slurmdbd asynchronously: squeue can say it ended before sacct has its
-    # allocation, and the import mirrors only the jobs sacct shows with GPUs.
-    wait_for(lambda: _accounted(slurm, ran), "sacct to record the job's end and its GPUs")
+    # allocation, and the import mirrors only the jobs sacct shows with GPUs. Wait on the import's own query (its
+    # window of days, JSON), which a CI run once saw lag behind ``sacct -j``.
+    wait_for(lambda: _accounted(int(ran)), "sacct's window of the last day to hold the job's end and its GPUs")
 
     call_command("slurm_import_history", "--days", "1")
 
@@ -205,6 +206,7 @@ def test_sacct_history_becomes_the_what_ifs_history(slurm: RunningLab) -> None:
     assert replayed[str(job.pk)].total_work == job.total_work and replayed[str(job.pk)].profile is None
 
 
-def _accounted(slurm: RunningLab, job_id: str) -> bool:
-    out = slurm.run("sacct", "-n", "-X", "-P", "-j", job_id, "--format=State,AllocTRES", check=False)
-    return any(line.startswith("COMPLETED|") and "gres/gpu" in line for line in out.splitlines())
+def _accounted(job_id: int) -> bool:
+    now = timezone.now()
+    runs = connect().commands.accounting(now - timedelta(days=1), now)
+    return any(run.job_id == job_id and run.state.startswith("COMPLETED") and run.gpus > 0 for run in runs)
