@@ -84,6 +84,9 @@ class JobInfo:
     # Predicted seconds of service at min_gpus, for a job without a profile: the user's estimate or the runtime
     # predictor's (sim/runtimes.py). None: unknown. Policies that need a length without an oracle use it (qssf).
     expected_seconds: float | None = None
+    # Until then the job is restoring its checkpoint after a restart (its restart delay: GPUs held, no progress);
+    # 0 when it is not. Sia keeps a restoring job where it is (policies/sia.py).
+    restart_until: float = 0.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_gpus <= self.max_gpus:
@@ -94,6 +97,8 @@ class JobInfo:
             raise ValueError(f"job {self.id}: a GPU appears twice in its placement")
         if self.expected_seconds is not None and not 0 < self.expected_seconds < float("inf"):
             raise ValueError(f"job {self.id}: expected_seconds must be a finite number > 0")
+        if not 0 <= self.restart_until < float("inf"):
+            raise ValueError(f"job {self.id}: restart_until must be a finite time ≥ 0")
 
     @property
     def elastic(self) -> bool:
@@ -125,6 +130,10 @@ class JobInfo:
     @property
     def remaining_work(self) -> float:
         return max(self.total_work - self.progress, 0.0)
+
+    def restoring(self, now: float) -> bool:
+        """Whether the job holds GPUs and is still restoring its checkpoint at ``now`` (paying a restart)."""
+        return self.running and self.restart_until > now
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ SNAPSHOT_FIELDS = (
     "pk", "tenant__name", "submitted_at", "min_gpus", "max_gpus", "total_work", "progress", "priority",
     "workload_profile", "gpu_type", "attained_gpu_seconds", "restarts", "batch_size", "last_throughput",
     "last_grad_noise_scale", "pending_reason", "fitted_model", "expected_seconds", "predicted_seconds",
+    "restart_until",
 )
 
 
@@ -67,6 +68,7 @@ def build_snapshot(now: datetime, job_fields: Sequence[str] = ()) -> LiveSnapsho
             grad_noise_scale=row["last_grad_noise_scale"],
             # A length for policies without an oracle (qssf): the owner's estimate, else the forecast's prediction.
             expected_seconds=row["expected_seconds"] or row["predicted_seconds"] if profile is None else None,
+            restart_until=row["restart_until"].timestamp() if row["restart_until"] else 0.0,
         ))
     snap = ClusterSnapshot(now.timestamp(), nodes, tuple(jobs), tenants, profiles, inventory.index)
     reasons = {str(row["pk"]): row["pending_reason"] for row in rows}

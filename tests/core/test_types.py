@@ -39,3 +39,9 @@ def test_progressed_changes_only_progress_and_attained_time() -> None:
     assert before.progress == 0.0
     with pytest.raises(ValueError):
         before.progressed(-1.0, 0.0)
+
+
+@pytest.mark.parametrize("restart_until", [float("nan"), float("inf"), -1.0])
+def test_a_job_refuses_a_restart_end_that_is_no_finite_time(restart_until: float) -> None:
+    with pytest.raises(ValueError, match="restart_until"):
+        JobInfo("a", "t", 0.0, 1, 2, 100.0, restart_until=restart_until)

@@ -100,6 +100,9 @@ def test_an_elastic_job_is_rescaled_and_pays_its_restart_delay(cluster, tenant, 
     job.refresh_from_db()
     assert row is not None and row.rescales == 1 and job.state == JobState.RESCALING and job.restarts == 1
     assert job.restart_until == now + timedelta(seconds=120)
+    restoring = rounds.build_snapshot(now + timedelta(seconds=100)).snap  # what the next round's policy sees
+    info = next(j for j in restoring.jobs if j.id == str(job.pk))
+    assert info.restart_until == (now + timedelta(seconds=120)).timestamp() and info.restoring(restoring.now)
     progress = job.progress
     rounds.run_round(now=now + timedelta(seconds=100))  # still restarting: no progress
     job.refresh_from_db()

@@ -8,6 +8,7 @@ from scheduler.core.cycle import CycleConfig
 from scheduler.core.policy import get_policy
 from scheduler.core.types import GpuSlot, NodeInfo
 from scheduler.sim.engine import SimConfig, simulate
+from scheduler.sim.job_run import JobRun
 from scheduler.sim.limits import MAX_SIMULATED_SECONDS, WorkloadTooLong
 from scheduler.sim.records import SimulationResult, WorkloadJob
 from tests.core.strategies import PROFILES
@@ -48,6 +49,13 @@ def test_preemption_charges_a_restart_delay_on_resume() -> None:
     assert (result["S"].start_time, result["S"].finish_time) == (60, 160)
     assert (result["L"].finish_time, result["L"].preemptions, result["L"].restarts) == (1150, 1, 1)
     assert result["L"].gpu_seconds == pytest.approx(4 * (60 + 970))
+
+
+def test_a_policy_sees_a_job_restoring_until_its_restart_delay_ends() -> None:
+    # Sia keeps a restoring job where it is (policies/sia.py): the engine's JobInfo must say until when it restores.
+    run = JobRun(rigid("j", 0, 2, 100), 0.0, gpus=("n0-g0", "n0-g1"), restart_until=130.0)
+    assert run.job_info(100.0).restart_until == 130.0
+    assert run.job_info(100.0).restoring(100.0) and not run.job_info(130.0).restoring(130.0)
 
 
 def test_event_driven_policies_skip_idle_rounds() -> None:

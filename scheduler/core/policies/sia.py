@@ -22,6 +22,11 @@ multiplied by r = max(age − N·S, 0) / (age + S), N its restarts, S its restar
 of its profile (``SchedulingConfig``, what is charged), or Sia's own table ``RESTART_SECONDS`` (``sia.py:23-35``)
 where the authors' simulator is reproduced; r = 1 while age < S.
 
+A job restoring its checkpoint (paying a restart delay, ``JobInfo.restart_until``) keeps its configuration: Sia's
+hard constraint on jobs "blocked on checkpoint-restore" (``sia.py:763-785, 1011-1027``, on by default in its
+simulator, ``preserve_ckpt_allocs``). It binds jobs whose restart outlasts a round (ImageNet's 250 s). ``sia``
+keeps it; ours (``ProfiledSiaPolicy``) price a change instead.
+
 Objective (§3.3; ``sia.py:907-971``): with p = −0.5, A = G^p rounded to 2 decimals and at most 3000;
 minimise Σ X·A + λ_n·(jobs left without a configuration), λ_n = 1.1 (> any A of a useful
 configuration, so the most jobs run first), X binary, at most one configuration per job, each type's
@@ -122,6 +127,8 @@ class SiaPolicy(PricesRestarts):
     ramp: str = "always"
     # Each job's term in the objective: alike ("none", Sia), or weighted by its heSRPT share ("hesrpt"; Weights).
     weighting: str = "none"
+    # A job restoring its checkpoint keeps its configuration (Sia's hard constraint; Problem._kept).
+    keep_restoring: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -192,9 +199,14 @@ class Problem:
         with_options = [(job, options) for job, options in with_options if options]
         self.options_of = {job.id for job, _ in with_options}  # jobs with at least one configuration
         self.weights = Weights.of(with_options, policy)
+        self.pinned: dict[str, int] = {}  # job restoring a checkpoint → the column of the configuration it keeps
         for job, options in with_options:
             normalised = _normalised(options)
             current = self._current(job)
+            kept = self._kept(job, current, normalised)
+            if kept is not None:
+                self.pinned[job.id] = len(self.pairs)
+                normalised = {kept: normalised[kept]}
             factor = restart_factor(job, snap.now, policy.restart_delay(job)) if job.running else 1.0
             weight = self.weights.of_job.get(job.id, 1.0)
             for config, goodput in normalised.items():
@@ -203,6 +215,15 @@ class Problem:
                 costs.append(self._weighted(self._cost(priced) + self._change_cost(config, current), weight))
                 self.pairs.append((job, config))
         self.costs = np.array(costs, dtype=float) + self._tie_breaks(len(jobs))
+
+    def _kept(self, job: JobInfo, current: Configuration | None,
+              options: Mapping[Configuration, float]) -> Configuration | None:
+        """The configuration a job restoring its checkpoint must keep, if any (Sia's hard constraint,
+        ``sia.py:763-785, 1011-1027``: a job mid checkpoint-restore keeps its allocation; a change now would waste
+        the restart it is paying). Only where every GPU it holds is still usable, so the pins always fit."""
+        if not self.policy.keep_restoring or current not in options or not job.restoring(self.snap.now):
+            return None
+        return current if all(gpu in self.snap.index.usable for gpu in job.placement) else None
 
     def _tie_breaks(self, jobs: int) -> np.ndarray:
         """Each pair's nudge: ``TIE_BREAK`` spread over the jobs in arrival order, the same for a job's pairs (its
@@ -301,9 +322,11 @@ class Problem:
         upper = np.array([1.0] * len(job_ids) + [float(self.usable[t]) for t in types])
         # Each job's λ_n is saved by giving it any configuration: its pairs cost A − λ_n.
         objective = self.costs - (self.policy.lambda_n if self.policy.p < 0 else 0.0)
+        lower = np.zeros(len(objective))
+        lower[list(self.pinned.values())] = 1.0  # restoring jobs keep their configuration
         with _quiet_stdout():
             result = milp(objective, constraints=LinearConstraint(matrix, -np.inf, upper),
-                          integrality=np.ones(len(objective)), bounds=Bounds(0, 1),
+                          integrality=np.ones(len(objective)), bounds=Bounds(lower, 1),
                           options={"time_limit": self.policy.time_limit_seconds, "mip_rel_gap": MIP_GAP})
         if result.x is None:
             return None
@@ -312,6 +335,10 @@ class Problem:
     def reason(self, job: JobInfo, config: Configuration) -> str:
         goodput = self.goodput[(job.id, config)]
         spread = f" on {config.nodes} nodes" if config.nodes > 1 else ""
+        if job.id in self.pinned:
+            left = job.restart_until - self.snap.now
+            return f"sia: kept on {config.gpus} {config.gpu_type} GPUs{spread} while it restores its checkpoint " \
+                   f"({left:.0f} s left)"
         weighed = self.weights.reason(job.id)
         return (f"sia: {config.gpus} {config.gpu_type} GPUs{spread}, {goodput:.1f}× its least configuration's goodput"
                 f"{'; ' + weighed if weighed else ''}")
@@ -407,6 +434,10 @@ class ProfiledSiaPolicy(SiaPolicy):
     name: ClassVar[str] = "sia-profiled"
     ramp: str = "estimated"
     lambda_a: float = 0.01
+    # Sia's pin of a restoring job is left to the restart factor, λ_a and the cycle's payback guard, which price
+    # a change instead of forbidding it: pinned, a restoring ImageNet job (250 s) kept GPUs that arrivals waited
+    # for, and average JCT rose on philly/workload-1 (sia-profiled 0.429 → 0.440 h, sia-hesrpt 0.439 → 0.457 h).
+    keep_restoring: bool = False
 
 
 @register

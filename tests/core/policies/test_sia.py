@@ -15,6 +15,7 @@ from scheduler.core.policies.sia import (
     restart_factor,
 )
 from scheduler.core.policy import get_policy
+from scheduler.core.types import JobInfo
 
 from . import cluster, job, snapshot
 
@@ -218,3 +219,51 @@ def test_a_loaded_round_leaves_equal_running_jobs_where_they_are() -> None:
     for policy in (SiaPolicy(), ProfiledSiaPolicy()):
         result = policy.allocate(snap, None)
         assert {j: n for j, n in result.allocations.items() if n} == {j.id: 1 for j in running}, policy.name
+
+
+@pytest.mark.parametrize("policy", [SiaPolicy(), ProfiledSiaPolicy(keep_restoring=True)], ids=lambda p: p.name)
+def test_a_job_restoring_its_checkpoint_keeps_its_configuration(policy: SiaPolicy) -> None:
+    # Sia would move the old job from t4 to a100 (test_the_round_moves_a_job_to_the_type_sia_chose); restoring a
+    # checkpoint until t = 50, it stays on its t4 GPU (Sia's hard constraint, sia.py:763-785); once restored, it moves.
+    def on_t4(restart_until: float) -> JobInfo:
+        return job("j", min_gpus=1, max_gpus=2, profile="model", holds=1, on="t0", submit=-100_000, work=1e9,
+                   restart_until=restart_until)
+
+    restoring = policy.allocate(snapshot(MIXED, on_t4(50.0), profiles=PROFILES, now=0.0), None)
+    assert (restoring.allocations, restoring.gpu_types) == ({"j": 1}, {"j": "t4"})
+    assert "while it restores its checkpoint (50 s left)" in restoring.reasons["j"]
+    restored = policy.allocate(snapshot(MIXED, on_t4(0.0), profiles=PROFILES, now=0.0), None)
+    assert restored.gpu_types == {"j": "a100"}
+
+
+def test_a_restoring_job_is_not_shrunk_for_new_arrivals() -> None:
+    # A young job that scales poorly (1.35× its one-GPU goodput on 4) holds all 4 GPUs; three jobs arrive. Sia
+    # would shrink it to one GPU and run all four (1 + 3·1 < 0.86 + 3·1.1), but not while it restores the
+    # checkpoint of its last restart: shrinking it now would throw that restart away for another.
+    poorly = GoodputModel(PerfParams(0.1, 0.001, 0.5, 0.05, 2.0, 0.2, 1.0), init_batch_size=64, max_batch_size=1024,
+                          min_local_bsz=8, max_local_bsz=256, noise_scale=4000.0)
+    profiles = PROFILES | {"poorly": {"a100": poorly}}
+    nodes = cluster(4, gpu_type="a100", prefix="a")
+    arrivals = [job(f"new{i}", min_gpus=1, max_gpus=4, profile="model", submit=90.0) for i in range(3)]
+
+    def holder(restart_until: float) -> JobInfo:
+        return job("held", min_gpus=1, max_gpus=4, profile="poorly", holds=4, on="a0", submit=80.0, work=1e9,
+                   restart_until=restart_until)
+
+    busy = SiaPolicy().allocate(snapshot(nodes, holder(130.0), *arrivals, profiles=profiles), {"largest": {"held": 4}})
+    assert busy.allocations == {"held": 4, "new0": 0, "new1": 0, "new2": 0}
+    free = SiaPolicy().allocate(snapshot(nodes, holder(60.0), *arrivals, profiles=profiles), {"largest": {"held": 4}})
+    assert free.allocations == {"held": 1, "new0": 1, "new1": 1, "new2": 1}
+    # Ours price the change instead of forbidding it (ProfiledSiaPolicy.keep_restoring): the arrivals run.
+    for ours in (ProfiledSiaPolicy(), HesrptSiaPolicy()):
+        priced = ours.allocate(snapshot(nodes, holder(130.0), *arrivals, profiles=profiles), {"largest": {"held": 4}})
+        assert priced.allocations["held"] < 4 and sum(priced.allocations.values()) == 4, ours.name
+
+
+def test_a_restoring_job_on_a_gpu_that_failed_is_not_pinned() -> None:
+    # Its held GPU is no longer usable: pinning it could ask for more GPUs than the type has.
+    nodes = cluster(2, gpu_type="a100", prefix="a", unhealthy=1)
+    restoring = job("j", min_gpus=1, max_gpus=2, profile="model", holds=1, on="a0", first_gpu=1, submit=0.0,
+                    restart_until=500.0)
+    problem = Problem(snapshot(nodes, restoring, profiles=PROFILES), [restoring], SiaPolicy(), {"j": 1})
+    assert problem.pinned == {}
