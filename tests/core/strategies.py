@@ -54,6 +54,8 @@ def jobs(draw: st.DrawFn, cluster: tuple[NodeInfo, ...], now: float, max_jobs: i
             priority=draw(st.integers(0, 2)), profile=draw(st.sampled_from([None, "wide", "narrow"])),
             gpu_type=draw(st.sampled_from([None, None, *GPU_TYPES])), placement=placement,
             attained_gpu_seconds=draw(st.floats(0, 1e6)), grad_noise_scale=draw(st.none() | st.floats(1, 1e5)),
+            # Some running jobs still restoring their checkpoint (Sia keeps them where they are).
+            restart_until=draw(st.sampled_from([0.0, now + 60.0])) if placement else 0.0,
         ))
     return tuple(result)
 
