@@ -20,7 +20,8 @@ most 2× per round"; new jobs start at ``min_gpus``); the most it has held is ke
 Restart factor (``sia.py:722-739``): a running job's configurations other than the one it holds are
 multiplied by r = max(age − N·S, 0) / (age + S), N its restarts, S its restart cost: the configured delay
 of its profile (``SchedulingConfig``, what is charged), or Sia's own table ``RESTART_SECONDS`` (``sia.py:23-35``)
-where the authors' simulator is reproduced; r = 1 while age < S.
+where the authors' simulator is reproduced; r = 1 while age < S. Where jobs are weighted (``sia-hesrpt``), the
+weight does not scale this price (``Problem._weighted``).
 
 A job restoring its checkpoint (paying a restart delay, ``JobInfo.restart_until``) keeps its configuration: Sia's
 hard constraint on jobs "blocked on checkpoint-restore" (``sia.py:763-785, 1011-1027``, on by default in its
@@ -212,7 +213,8 @@ class Problem:
             for config, goodput in normalised.items():
                 self.goodput[(job.id, config)] = goodput
                 priced = goodput if config == current else goodput * factor
-                costs.append(self._weighted(self._cost(priced) + self._change_cost(config, current), weight))
+                costs.append(self._weighted(self._cost(priced), self._cost(goodput), self._change_cost(config, current),
+                                            weight))
                 self.pairs.append((job, config))
         self.costs = np.array(costs, dtype=float) + self._tie_breaks(len(jobs))
 
@@ -293,16 +295,24 @@ class Problem:
             value = min(goodput**p if exact else round(goodput**p, COST_DIGITS), MAX_COST)
         return value if p < 0 else -value  # p > 0: maximise Σ G^p
 
-    def _weighted(self, cost: float, weight: float) -> float:
-        """The pair's cost with all but running at all weighted: A₁ + w·(A + change − A₁), A₁ the cost of the job's
-        least configuration (normalised goodput 1). What running saves (λ_n − A₁) stays Sia's, so every job still
-        runs where GPUs allow (weighted too, a job of weight ~0 was indifferent to running and its GPUs went idle);
-        what more GPUs and a change are worth to the job scale by w (a change penalty left unweighted froze long
-        jobs where they were: worst FTF 5.3 on philly, measured with p fitted per round)."""
+    def _weighted(self, priced: float, unpriced: float, change: float, weight: float) -> float:
+        """The pair's cost, weighted where the job's weight speaks for it: A₁ + w·(A + change − A₁) + (A_r − A), A the
+        configuration's cost (``unpriced``), A_r the same after the restart factor (``priced``), A₁ the cost of the
+        job's least configuration (normalised goodput 1).
+
+        - What running saves (λ_n − A₁) stays Sia's, so every job still runs where GPUs allow (weighted too, a job
+          of weight ~0 was indifferent to running and its GPUs went idle).
+        - What more GPUs and the change penalty are worth to the job scale by w (a change penalty left unweighted
+          froze long jobs where they were: worst FTF 5.3 on philly, measured with p fitted per round).
+        - What a restart costs the job (Sia's restart factor) stays Sia's. A restart stalls a job for its delay
+          whatever its rank, and in an average of JCTs every job's seconds count alike. Unlike λ_a, the factor
+          prices nothing until the job's restarts eat into its life (``restart_factor``), so only a job that has
+          been moved often grows sticky. Weighted, a long job of weight ~0.05 was moved for any gain of another's:
+          on newtrace/workload-1 the ImageNet jobs restarted 75 times each, at 250 s a restart."""
         if weight == 1.0:
-            return cost
+            return priced + change
         least = self._cost(1.0)
-        return least + weight * (cost - least)
+        return least + weight * (unpriced + change - least) + (priced - unpriced)
 
     def solve(self) -> dict[str, Configuration] | None:
         """The chosen configuration of every job that gets one; None when HiGHS found no solution (its time
@@ -448,7 +458,8 @@ class HesrptSiaPolicy(ProfiledSiaPolicy):
 
     The shorter a job's remaining time, the more GPUs it may take; every job still runs where GPUs allow. It buys
     average JCT with the longest jobs' time: on Sia's sets its p99 JCT and worst finish-time fairness are higher
-    than ``sia-profiled``'s, and on the demo's fast rounds it rescales more (README, "Scheduling quality").
+    than ``sia-profiled``'s, and on the demo's fast rounds it rescales more (README, "Scheduling quality"). The
+    restart factor's price is not weighted: a long job's low weight does not make its restarts cheap.
     """
 
     name: ClassVar[str] = "sia-hesrpt"

@@ -192,6 +192,31 @@ def test_hesrpt_weights_lean_toward_the_job_with_least_time_left() -> None:
     assert policy.allocate(crowded, None).allocations == {"a-long": 0, "b-mid": 4, "c-short": 4}
 
 
+def test_hesrpt_weighs_what_a_configuration_is_worth_but_not_what_a_restart_costs() -> None:
+    # A long job beside a short one (heSRPT weight 0.5) has restarted 10 times in its 1,000 s: Sia's restart factor
+    # r = (1000 − 10·30)/(1000 + 30) prices every configuration but the 2 GPUs it holds. Its weight scales the
+    # configurations' worth and the change penalty; the restart's price stays Sia's, at full weight.
+    long = job("long", min_gpus=1, max_gpus=8, profile="model", holds=2, on="a0", submit=-1000.0, work=1e7,
+               restarts=10)
+    short = job("short", min_gpus=1, max_gpus=8, profile="model", submit=-10.0, work=1e4)
+    snap = snapshot(cluster(8, gpu_type="a100", prefix="a"), long, short, profiles=PROFILES, now=0.0)
+    problem = Problem(snap, [long, short], HesrptSiaPolicy(restart_seconds=30.0), {"long": 2})
+    weight, r = problem.weights.of_job["long"], restart_factor(long, now=0.0, seconds=30.0)
+    assert (weight, r) == (pytest.approx(0.5), pytest.approx(700 / 1030))
+    priced = 0
+    for (each, config), cost in zip(problem.pairs, problem.costs, strict=True):
+        if each.id != "long":
+            continue
+        goodput, held = problem.goodput[("long", config)], config.gpus == 2
+        worth = goodput**-0.5
+        after_restart = worth if held else (goodput * r) ** -0.5
+        change = -0.01 if held else 0.01
+        # Weighted as a whole, the restart's price would be half this: ≥ 0.05 apart for every configuration moved to.
+        assert cost == pytest.approx(1 + weight * (worth + change - 1) + (after_restart - worth), abs=1e-3), config
+        priced += not held
+    assert priced == 3  # 1, 4 and 8 GPUs
+
+
 def test_a_job_whose_remaining_time_is_unknown_weighs_one() -> None:
     rigid = job("rigid", 2, holds=2, on="a0", submit=-100.0)  # no profile, no prediction
     snap = snapshot(cluster(8, gpu_type="a100", prefix="a"), rigid, profiles=PROFILES)
