@@ -16,13 +16,12 @@ from typing import NamedTuple
 
 from . import explain
 from .capacity import demand_fits
-from .guards import Guards, speeds_across
+from .guards import Guards, RescaleHistory, speeds_across
 from .placement import place
 from .policy import Policy
 from .quota import reclaim_for_owners
 from .types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 
-HOUR = 3600.0
 # How long a job stalls to checkpoint and reload after a rescale or a preemption, when nothing better is
 # known (Pollux's simulator charges 30 s on every re-allocation; Sia's uses 30 s for a model outside its table).
 DEFAULT_RESTART_SECONDS = 30.0
@@ -46,7 +45,9 @@ class CycleConfig:
     """Elasticity guards applied to every policy's answer."""
 
     min_rescale_gain: float = 0.1  # grow a running job only for ≥ 10 % more speed (hysteresis)
-    max_rescales_per_hour: int = 4  # per job; further rescales wait
+    # Per job, the changes it makes for its own sake (it grows, or moves without slowing down); further ones wait. A
+    # shrink or slower move made for other jobs is not counted (guards.RescaleHistory), but it counts for settling.
+    max_rescales_per_hour: int = 4
     # A change that speeds a running job up (it grows, or moves to a faster GPU type) must repay its restart
     # within its horizon: speed after × (horizon − restart) > speed now × horizon. The horizon is how long the new
     # configuration can be expected to last: as long as the job's configurations have lasted so far (Guards.
@@ -210,7 +211,7 @@ def run_cycle(
     admitted, rejected = admit(snap)
     result = policy.allocate(admitted, state.get("policy"))
     counts = checked_counts(admitted, result, policy.name)
-    history = _recent_rescales(state.get("rescales", {}), snap.now)
+    history = RescaleHistory.of(state, snap.now)
     capabilities = policy.capabilities
     if capabilities.prices_restarts:  # its objective already weighs a restart against the gain
         config = dataclasses.replace(config, min_rescale_gain=0.0)
@@ -229,7 +230,8 @@ def run_cycle(
     outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes, placed.type_notes,
                        snap if config.explain_counts else None, capabilities.count_rule, restart_delay)
     changes = outcome.changes()
-    new_state = {"policy": result.state, "rescales": _record_rescales(history, snap.jobs, changes, snap.now)}
+    recorded = history.after(_rescaled(snap, changes), snap.jobs, snap.now)
+    new_state = {"policy": result.state, **recorded.state()}
     return CycleResult(changes, new_state, result.wake_at, outcome, result.note)
 
 
@@ -303,20 +305,18 @@ def _rescale_text(previous: tuple[str, ...], gpus: tuple[str, ...]) -> str:
     return f"rescaled from {len(previous)} to {len(gpus)} GPUs"
 
 
-def _recent_rescales(history: Mapping[str, list[float]], now: float) -> dict[str, list[float]]:
-    recent = {job: [t for t in times if now - t < HOUR] for job, times in history.items()}
-    return {job: times for job, times in recent.items() if times}
-
-
-def _record_rescales(
-    history: Mapping[str, list[float]], jobs: Sequence[JobInfo], changes: Sequence[Decision], now: float
-) -> dict[str, list[float]]:
-    """Rescale times to remember: the last hour's of the snapshot's jobs (others are gone), plus this round's."""
-    recorded: dict[str, list[float]] = {}
-    if history:  # empty unless a job rescaled in the last hour: never under a rigid policy
-        present = {job.id for job in jobs}
-        recorded = {job: list(times) for job, times in history.items() if job in present}
+def _rescaled(snap: ClusterSnapshot, changes: Sequence[Decision]) -> dict[str, bool]:
+    """This round's rescales: job id → whether the job yielded (it runs slower after the change: a shrink or a move
+    to slower GPUs, made for other jobs' sake). A job whose speed is unknown counts as changing for its own."""
+    jobs = {job.id: job for job in snap.jobs}
+    type_of = snap.index.type_of
+    rescaled = {}
     for decision in changes:
-        if decision.action == Action.RESCALE:
-            recorded.setdefault(decision.job_id, []).append(now)
-    return recorded
+        if decision.action is not Action.RESCALE:
+            continue
+        job = jobs[decision.job_id]
+        before = (len(decision.previous), type_of.get(decision.previous[0]))
+        after = (len(decision.gpus), type_of.get(decision.gpus[0]))
+        now, then = speeds_across(job, snap, before, after, decision.batch_size)
+        rescaled[job.id] = then < now
+    return rescaled

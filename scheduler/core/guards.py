@@ -5,9 +5,9 @@ slower with no other job taking its GPUs — and the holds that give way where t
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .speed import held_type, job_speed, remaining_seconds
 from .types import ClusterSnapshot, JobInfo
@@ -28,6 +28,61 @@ def speeds_across(
 
 
 ANY_TYPE = "*"  # Guards: a job that may take GPUs of any type
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class RescaleHistory:
+    """What the guards remember of each job's changes in the last hour, kept in the cycle's state.
+
+    ``own``: when the job changed for its own sake — it grew, or moved without slowing down. These are what
+    ``max_rescales_per_hour`` counts. ``yielded``: when it last gave GPUs up for other jobs — a shrink or a move to
+    slower GPUs that the policy made for their sake. These count for settling (``settle_seconds``) but not towards
+    the hourly limit. The hourly limit holds a job that keeps changing for itself; a job that others shrank has not.
+    Counted, each forced shrink used up the job's allowance, so its regrowth into GPUs that had since gone idle was
+    held: on Pollux's ``workloads-0.5/workload-2`` an ImageNet job sat on 8 of 64 GPUs for 50 minutes with 32–56
+    idle ("held at 8 GPUs: 6 rescales in the last hour"), after six shrinks for arrivals in an hour.
+    """
+
+    own: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    yielded: Mapping[str, float] = field(default_factory=dict)
+
+    @staticmethod
+    def of(state: Mapping[str, Any], now: float) -> RescaleHistory:
+        """The last hour's from a cycle state (``"rescales"``: own changes, ``"yielded"``: last yield by job)."""
+        own = {job: [t for t in times if now - t < HOUR] for job, times in (state.get("rescales") or {}).items()}
+        yielded = {job: t for job, t in (state.get("yielded") or {}).items() if now - t < HOUR}
+        return RescaleHistory({job: times for job, times in own.items() if times}, yielded)
+
+    def own_changes(self, job_id: str) -> int:
+        return len(self.own.get(job_id, ()))
+
+    def last_change(self, job_id: str) -> float:
+        """When the job last changed, for whichever sake (−∞: not in the last hour)."""
+        return max(max(self.own.get(job_id, ()), default=float("-inf")), self.yielded.get(job_id, float("-inf")))
+
+    def after(self, changed: Mapping[str, bool], jobs: Sequence[JobInfo], now: float) -> RescaleHistory:
+        """This history, for the snapshot's ``jobs`` (others are gone), with this round's changes added (job id →
+        whether it yielded)."""
+        own: dict[str, list[float]] = {}
+        yielded: dict[str, float] = {}
+        if self.own or self.yielded:  # empty unless a job changed in the last hour: never under a rigid policy
+            present = {job.id for job in jobs}
+            own = {job: list(times) for job, times in self.own.items() if job in present}
+            yielded = {job: t for job, t in self.yielded.items() if job in present}
+        for job_id, gave_way in changed.items():
+            if gave_way:
+                yielded[job_id] = now
+            else:
+                own.setdefault(job_id, []).append(now)
+        return RescaleHistory(own, yielded)
+
+    def state(self) -> dict[str, Any]:
+        """The JSON the cycle keeps (an empty mapping is left out, as rounds without changes are the norm)."""
+        out: dict[str, Any] = {"rescales": {job: list(times) for job, times in self.own.items()}}
+        if self.yielded:
+            out["yielded"] = dict(self.yielded)
+        return out
 
 
 @dataclass(frozen=True)
@@ -41,7 +96,7 @@ class Guards:
 
     snap: ClusterSnapshot
     gpu_types: Mapping[str, str]  # the policy's choice of type, job id → type
-    history: Mapping[str, list[float]]
+    history: RescaleHistory
     config: CycleConfig
     restart_delay: RestartDelay
     batch_sizes: Mapping[str, int] = field(default_factory=dict)  # the policy's, job id → global batch
@@ -71,11 +126,11 @@ class Guards:
                      gainers: Mapping[str, list[str]] | None) -> str | None:
         """Why the change is held, or None; a slower change is judged only with ``gainers`` (the jobs that take
         GPUs of each type)."""
-        config, times = self.config, self.history.get(job.id, [])
-        if len(times) >= config.max_rescales_per_hour:
-            return (f"held at {job.gpus} GPUs: {len(times)} rescales in the last hour "
+        config, own = self.config, self.history.own_changes(job.id)
+        if own >= config.max_rescales_per_hour:
+            return (f"held at {job.gpus} GPUs: {own} rescales in the last hour "
                     f"(limit {config.max_rescales_per_hour})")
-        since = self.snap.now - max(times, default=float("-inf"))
+        since = self.snap.now - self.history.last_change(job.id)
         if since < config.settle_seconds:
             return f"held at {job.gpus} GPUs: it changed {since:.0f} s ago (settles for {config.settle_seconds:g} s)"
         now, then = speeds_across(job, self.snap, (job.gpus, now_type), (target, then_type),

@@ -130,9 +130,12 @@ class PolicyState(models.Model):
 
 class RoundMemory(models.Model):
     """The round's own memory, whatever the policy: each job's rescales of the last hour (the cycle's
-    ``max_rescales_per_hour`` guard), so that switching policy does not reset it. One row."""
+    ``max_rescales_per_hour`` and settling guards, ``guards.RescaleHistory``), so that switching policy does not
+    reset it. One row."""
 
-    rescales = models.JSONField(default=dict)
+    rescales = models.JSONField(default=dict, help_text="job → times it changed for its own sake in the last hour")
+    yielded = models.JSONField(default=dict, blank=True,
+                               help_text="job → when it last gave GPUs up for other jobs, within the last hour")
     restarts = models.JSONField(default=list, blank=True,
                                 help_text="restart delays measured on a real cluster (s), newest last")
     updated_at = models.DateTimeField(auto_now=True)

@@ -108,6 +108,32 @@ def test_rescale_limit_per_hour() -> None:
     assert later.decisions["e"].action == Action.RESCALE
 
 
+def test_shrinks_for_other_jobs_do_not_use_up_the_hourly_limit() -> None:
+    """A job shrunk for four arrivals in a row may grow back once they are gone. Counted as its own rescales, the
+    shrinks held the regrowth and left the GPUs idle ("held at 8 GPUs: 4 rescales in the last hour")."""
+    nodes, state, held, now = [node("n1", 16)], dict[str, object](), 16, 100.0
+    for arrival in range(4):  # each arrival takes 2 of its GPUs, 200 s apart
+        newcomers = [job(f"new{k}", 2, first=14 - 2 * k, held=2 if k < arrival else 0, t=now - 1) for k in
+                     range(arrival + 1)]
+        counts = {"e": held - 2, **{f"new{k}": 2 for k in range(arrival + 1)}}
+        result = run_cycle(snap(job("e", 1, 16, held=held), *newcomers, nodes=nodes, now=now), Fixed(counts), state)
+        assert len(result.decisions["e"].gpus) == held - 2
+        state, held, now = result.state, held - 2, now + 200
+    regrown = run_cycle(snap(job("e", 1, 16, held=held), nodes=nodes, now=now), Fixed({"e": 16}), state)
+    assert regrown.decisions["e"].action == Action.RESCALE and len(regrown.decisions["e"].gpus) == 16
+    assert state["rescales"] == {} and state["yielded"] == {"e": 700.0}  # its last shrink, remembered apart
+    assert regrown.state["rescales"] == {"e": [now]} and regrown.state["yielded"] == {"e": 700.0}
+
+
+def test_a_shrink_for_another_job_counts_for_settling() -> None:
+    """A job that gave GPUs up a round ago is not grown back at once: a bounce is a change of nothing."""
+    history = {"rescales": {}, "yielded": {"e": 40.0}}
+    held = run_cycle(snap(job("e", 1, 16, held=1), now=100.0), Fixed({"e": 4}), history)
+    assert held.decisions["e"].reason == "held at 1 GPUs: it changed 60 s ago (settles for 120 s)"
+    later = run_cycle(snap(job("e", 1, 16, held=1), now=200.0), Fixed({"e": 4}), history)
+    assert later.decisions["e"].action == Action.RESCALE
+
+
 def test_a_held_shrink_is_released_when_its_gpus_went_to_someone_else() -> None:
     big = job("big", 1, 16, held=16)
     s = snap(big, job("new", 8, t=50), nodes=[node("n1", 16)])

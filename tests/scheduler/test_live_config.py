@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from scheduler import services
 from scheduler.core.config import build_policy
 from scheduler.core.policies.pollux import PolluxPolicy
+from scheduler.live import memory
 from scheduler.live import round as rounds
 from scheduler.live.config import scheduling_config
 from scheduler.models import PolicyState, RoundMemory, SchedulingRound
@@ -55,6 +56,17 @@ def test_switching_policy_keeps_the_round_s_rescale_history(db: None, tenant, no
     assert rounds.run_round(now=now + timedelta(seconds=60)) is not None
     assert RoundMemory.objects.get().rescales == {str(job.pk): [now.timestamp() - 60]}  # carried across the switch
     assert set(PolicyState.objects.values_list("policy", flat=True)) == {"fifo", "pollux"}  # one memory each
+
+
+def test_the_round_memory_keeps_apart_what_a_job_gave_up_for_others(db: None, now) -> None:
+    """A live round remembers a job's last shrink for others apart from its own rescales (guards.RescaleHistory):
+    settling counts both, the hourly limit only its own."""
+    round_row = SchedulingRound.objects.create(policy="pollux", started_at=now)
+    state = {"policy": {}, "rescales": {"7": [now.timestamp() - 300]}, "yielded": {"8": now.timestamp() - 60}}
+    memory.store_round_state("pollux", state, round_row)
+    assert memory.load_round_state("pollux") == state
+    RoundMemory.objects.filter(pk=1).update(yielded={})  # a row written before yields were kept apart
+    assert memory.load_round_state("pollux")["yielded"] == {}
 
 
 def test_a_solver_without_an_answer_is_recorded_on_the_round(db: None, tenant, node, now, monkeypatch) -> None:
