@@ -78,7 +78,8 @@ class RescaleHistory:
         return RescaleHistory(own, yielded)
 
     def state(self) -> dict[str, Any]:
-        """The JSON the cycle keeps (an empty mapping is left out, as rounds without changes are the norm)."""
+        """The JSON the cycle keeps: ``"rescales"`` always (the shape rounds kept before yields were kept apart),
+        ``"yielded"`` only where a job yielded in the last hour."""
         out: dict[str, Any] = {"rescales": {job: list(times) for job, times in self.own.items()}}
         if self.yielded:
             out["yielded"] = dict(self.yielded)
