@@ -288,12 +288,12 @@ WORK_HEARTBEAT_SECONDS = envint("WORK_HEARTBEAT_SECONDS", 10, minimum=1)
 WORK_LEASE_SECONDS = envint("WORK_LEASE_SECONDS", 60, minimum=3 * WORK_HEARTBEAT_SECONDS)
 
 # --- Queues: nothing waits behind anything ------------------------------------------------
-# Rounds, the demo feed and heartbeats have a queue of their own, consumed by a worker that takes nothing else
-# (Procfile: rounds). What-ifs go to the background queue (two processes: at most two run at once), each under a
-# time limit. Forecasts, reports and the runtime model have a queue of their own (Procfile: reports), so that long
-# what-ifs holding every background slot never hold up an estimate or a report. Telemetry and the recovery of lost
-# background work stay on Celery's default queue, so that nothing else can stop its own repair. Node agents consume
-# node.<hostname> (sent there explicitly).
+# Rounds (and the starts between them), the demo feed and heartbeats have a queue of their own, consumed by a worker
+# that takes nothing else (Procfile: rounds). What-ifs go to the background queue (two processes: at most two run at
+# once), each under a time limit. Forecasts, reports and the runtime model have a queue of their own (Procfile:
+# reports), so that long what-ifs holding every background slot never hold up an estimate or a report. Telemetry and
+# the recovery of lost background work stay on Celery's default queue, so that nothing else can stop its own repair.
+# Node agents consume node.<hostname> (sent there explicitly).
 ROUND_QUEUE, BACKGROUND_QUEUE, REPORT_QUEUE, DEFAULT_QUEUE = "rounds", "background", "reports", "celery"
 CELERY_TASK_DEFAULT_QUEUE = DEFAULT_QUEUE
 # Long tasks, acknowledged late: a worker reserves no message beyond the ones it runs, so that what waits stays in the
@@ -302,7 +302,7 @@ CELERY_TASK_DEFAULT_QUEUE = DEFAULT_QUEUE
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ROUTES = {
     **{name: {"queue": ROUND_QUEUE} for name in (
-        "scheduler.run_round", "scheduler.feed_demo", "cluster_ops.heartbeat")},
+        "scheduler.run_round", "scheduler.start_between_rounds", "scheduler.feed_demo", "cluster_ops.heartbeat")},
     **{name: {"queue": BACKGROUND_QUEUE} for name in ("scheduler.run_whatif", "scheduler.finish_sweep")},
     **{name: {"queue": REPORT_QUEUE} for name in (
         "reports.make", "reports.make_scheduled", "reports.deliver", "scheduler.forecast", "scheduler.forecast_soon",

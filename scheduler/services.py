@@ -36,6 +36,7 @@ from .models import (
     Tenant,
 )
 from .slurm import submission
+from .start_requests import request_start
 
 Actor = User | AnonymousUser | None  # who asked: an operator, or None for the scheduler
 
@@ -63,6 +64,7 @@ def submit_job(**fields: Any) -> Job:
     """Queue a new job: ``new_job(**fields)``, saved."""
     job = new_job(**fields)
     job.save()
+    request_start("a submission")
     request_forecast("a submission")
     return job
 

@@ -7,7 +7,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from . import agent, demo, forecast_requests, forecasts, runtime_models, whatif
+from . import agent, demo, forecast_requests, forecasts, runtime_models, start_requests, whatif
 from .executors.local import APPLY_TASK, POLL_TASK
 from .live import round as rounds
 
@@ -18,6 +18,13 @@ RECOVER_TASK = "scheduler.recover_whatifs"
 def run_round() -> int | None:
     """One scheduling round (beat sends one every ``SchedulerSettings.round_seconds``); returns its id."""
     row = rounds.run_round()
+    return row.pk if row else None
+
+
+@shared_task(name=start_requests.START_TASK, ignore_result=True)
+def start_between_rounds() -> int | None:
+    """Starts of waiting jobs on idle GPUs, every running job kept (a submission sends it); the row's id, if any."""
+    row = rounds.start_between_rounds()
     return row.pk if row else None
 
 

@@ -229,7 +229,9 @@ def liveness_metrics() -> Iterator[Metric]:
         paused.add_metric([], 1.0 if live[1] else 0.0)
     last_round = GaugeMetricFamily("cluster_ops_last_round_timestamp_seconds",
                                    "When the last successful scheduling round finished (Unix time).")
-    finished = SchedulingRound.objects.filter(status=RoundStatus.OK).aggregate(at=Max("finished_at"))["at"]
+    # Starts between rounds are not rounds: a stream of submissions must not hide rounds that stopped.
+    rounds = SchedulingRound.objects.filter(status=RoundStatus.OK, between_rounds=False)
+    finished = rounds.aggregate(at=Max("finished_at"))["at"]
     if finished is not None:
         last_round.add_metric([], finished.timestamp())
     heartbeat = GaugeMetricFamily("cluster_ops_worker_heartbeat_timestamp_seconds",

@@ -40,7 +40,7 @@ class SchedulingRoundAdmin(AuditAdmin):
     # What fits 1366 px; the timings of each phase and the skipped count are on the change page.
     list_display = ("id", "policy", "status", "started_at", "jobs_considered", "starts", "rescales", "preemptions",
                     "duration_ms")
-    list_filter = ("status", "policy", "executor")
+    list_filter = ("status", "policy", "executor", "between_rounds")
     inlines = (RescaleEventInline,)
 
 

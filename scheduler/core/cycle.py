@@ -59,6 +59,9 @@ class CycleConfig:
     # running, a job moves only for a cause it can name.
     settle_seconds: float = 120.0
     enforce_quotas: bool = True
+    # A job that arrives while GPUs sit idle starts on them at once, every running job kept as it is
+    # (admission.start_waiting_jobs), rather than at the next round.
+    start_between_rounds: bool = True
     # Starts and resizes say what set their count, waits who holds the GPUs (explain.py); the simulator, which
     # never reads a reason, turns it off.
     explain_counts: bool = True

@@ -47,20 +47,26 @@ class Timings:
 
 def apply_round(
     live: LiveSnapshot, result: CycleResult, policy: str, now: datetime, executor: str, finished: int,
-    timings: Timings,
+    timings: Timings, between_rounds: bool = False,
 ) -> SchedulingRound:
-    """Write one round's decisions in one transaction; decisions about jobs that changed meanwhile are dropped."""
+    """Write one round's decisions in one transaction; decisions about jobs that changed meanwhile are dropped.
+
+    ``between_rounds``: starts made between two rounds (``admission.start_waiting_jobs``). They leave what rounds carry
+    over (the policy's memory, the rescale history) and waiting jobs' reasons to the rounds: the question asked
+    between rounds, with every running job kept, is not the round's."""
     with transaction.atomic():
         applied, skipped = _still_valid(result.changes)
         round_row = SchedulingRound.objects.create(
             policy=policy, started_at=now, status=RoundStatus.RUNNING, jobs_considered=len(live.snap.jobs),
             finished=finished, skipped=skipped, executor=executor, note=result.note[:2000],
+            between_rounds=between_rounds,
         )
         _move_allocations(applied, live.gpu_pk, now)
         _update_jobs(applied, now)
         _record_events(applied, round_row, now, live.snap.index.type_of)
-        _store_pending_reasons(result.decisions.values(), live.pending_reasons)
-        store_round_state(policy, result.state, round_row)
+        if not between_rounds:
+            _store_pending_reasons(result.decisions.values(), live.pending_reasons)
+            store_round_state(policy, result.state, round_row)
         timings.mark("write")
         counts = {action: sum(d.action == action for d in applied) for action in Action}
         SchedulingRound.objects.filter(pk=round_row.pk).update(

@@ -17,7 +17,8 @@ class RoundStatus(models.TextChoices):
 
 
 class SchedulingRound(models.Model):
-    """One scheduling round: the policy that ran, its timings and what it decided."""
+    """One scheduling round: the policy that ran, its timings and what it decided; or, ``between_rounds``, the starts
+    made on idle GPUs when jobs arrived (``scheduler.core.admission``), which change no running job."""
 
     policy = models.CharField(max_length=50)
     started_at = models.DateTimeField()
@@ -40,6 +41,8 @@ class SchedulingRound(models.Model):
     error = models.TextField(blank=True)
     note = models.CharField(max_length=2000, blank=True, help_text="the policy's word on the round as a whole, "
                             "e.g. a solver without an answer (running jobs then keep their GPUs), and the cluster's")
+    between_rounds = models.BooleanField(
+        default=False, help_text="starts of arrivals on idle GPUs between two rounds, every running job kept as it was")
 
     class Meta:
         ordering = ["-started_at"]

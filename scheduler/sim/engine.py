@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.core.admission import start_waiting_jobs
 from scheduler.core.config import DEFAULT_RESTART_SECONDS, DEFAULT_ROUND_SECONDS, SchedulingConfig
 from scheduler.core.cycle import Action, CycleConfig, Decision, run_cycle
 from scheduler.core.policy import Policy
@@ -198,9 +199,11 @@ class _Engine:
                 break
             self._advance(when)
             self._finish_completed()
-            self._admit_arrivals()
+            arrived = self._admit_arrivals()
             if self.decision_at is not None and self.decision_at <= self.now:
                 self._decide()
+            elif arrived:  # between rounds
+                self._start_between_rounds()
         return self._result(time.perf_counter() - started)
 
     def _checkpoints_until(self, when: float) -> None:
@@ -294,7 +297,9 @@ class _Engine:
 
     # --- arrivals and completions -------------------------------------------------------
 
-    def _admit_arrivals(self) -> None:
+    def _admit_arrivals(self) -> bool:
+        """Admit the jobs submitted by now; whether any was."""
+        arrived = self.next_arrival
         while self.next_arrival < len(self.arrivals) and self.arrivals[self.next_arrival].submit_time <= self.now:
             spec = self.arrivals[self.next_arrival]
             if self.estimator is not None and spec.profile is None and spec.expected_seconds is None:
@@ -302,6 +307,17 @@ class _Engine:
             self.active[spec.id] = JobRun(spec, self.active_integral, progress_at=self.now)
             self.next_arrival += 1
             self._request_decision(self.now)
+        return self.next_arrival > arrived
+
+    def _start_between_rounds(self) -> None:
+        """Arrivals to idle GPUs start at once (admission.py) rather than at the next round."""
+        if not self.config.cycle.start_between_rounds:
+            return
+        if self.running == len(self.active) or sum(len(run.gpus) for run in self.active.values()) >= len(self.type_of):
+            return  # nobody waits, or no GPU is idle: the snapshot is not worth building
+        result = start_waiting_jobs(self._snapshot(), self.policy, self.state, self.config.restart_delay)
+        for decision in result.changes if result else ():
+            self._apply(self.active[decision.job_id], decision)
 
     def _finish_completed(self) -> None:
         while self.completions and self.completions[0][0] <= self.now + 1e-9:

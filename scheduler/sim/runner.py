@@ -104,7 +104,8 @@ def scheduling_config(scenario: Scenario, cycle: CycleConfig | None = None) -> S
 
 
 # The policies each artifact's authors ran, which a reproduction runs as they did: without this product's calm
-# guards (payback and settling, cycle.Guards), which their simulators do not have. Ours keep them.
+# guards (payback and settling, cycle.Guards) and its starts between rounds (admission.py), which their simulators do
+# not have (a job waits for the next round there). Ours keep them.
 REPRODUCED = {"pollux": frozenset({"pollux", "tiresias", "optimus"}),
               "sia": frozenset({"sia", "pollux-unaware", "gavel"})}
 
@@ -117,7 +118,8 @@ def _as_the_artifact(scenario: Scenario, config: SchedulingConfig) -> Scheduling
         return config
     if scenario.policy in REPRODUCED.get(scenario.artifact, ()):
         config = dataclasses.replace(config, cycle=dataclasses.replace(config.cycle, payback_seconds=0.0,
-                                                                          settle_seconds=0.0))
+                                                                          settle_seconds=0.0,
+                                                                          start_between_rounds=False))
     if scenario.artifact != "sia":
         return config
     policy_config = dict(config.policy_config)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -24,3 +24,16 @@ def test_the_last_rounds_decisions_name_the_gpu_type(tenant: Tenant, now: dateti
     rounds.run_round(now=now)
     (decision,) = round_summary(Job.objects.all()).decisions
     assert decision.gpu_type == "a100" and decision.reason.endswith("× its v100 speed"), decision
+
+
+def test_the_last_round_is_a_round_not_a_start_between_rounds(tenant: Tenant, now: datetime) -> None:
+    services.register_node("a", [services.GpuSpec(i, f"GPU-a-{i}", "NVIDIA A100-SXM4-80GB", 81920, 300)
+                                 for i in range(4)])
+    update_settings(policy="fifo")
+    services.submit_job(tenant=tenant, name="first", workload_profile="cifar10", total_work=1e9, min_gpus=2)
+    row = rounds.run_round(now=now)
+    services.submit_job(tenant=tenant, name="second", workload_profile="cifar10", total_work=1e9, min_gpus=2)
+    between = rounds.start_between_rounds(now=now + timedelta(seconds=5))
+    assert row is not None and between is not None and between.between_rounds
+    summary = round_summary(Job.objects.all())
+    assert summary.last == row and [d.job for d in summary.decisions] == ["first"]

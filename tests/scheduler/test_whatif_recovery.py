@@ -83,7 +83,8 @@ def test_every_background_task_has_a_time_limit_and_rounds_have_a_queue_of_their
         assert task.soft_time_limit and task.time_limit and task.time_limit > task.soft_time_limit
     routes = settings.CELERY_TASK_ROUTES
     on_rounds = {name for name, route in routes.items() if route["queue"] == settings.ROUND_QUEUE}
-    assert on_rounds == {"scheduler.run_round", "scheduler.feed_demo", "cluster_ops.heartbeat"}
+    assert on_rounds == {"scheduler.run_round", "scheduler.start_between_rounds", "scheduler.feed_demo",
+                         "cluster_ops.heartbeat"}
     assert routes["scheduler.run_whatif"]["queue"] == settings.BACKGROUND_QUEUE
     # Forecasts and reports never wait behind what-ifs (issue 20, item 3): a queue of their own.
     on_reports = {name for name, route in routes.items() if route["queue"] == settings.REPORT_QUEUE}

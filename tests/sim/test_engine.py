@@ -42,6 +42,25 @@ def test_a_waiting_job_starts_at_the_first_round_after_gpus_free_up() -> None:
     assert (fine["b"].start_time, fine["b"].finish_time, fine["b"].jct) == (100, 150, 140)
 
 
+def test_an_arrival_to_idle_gpus_starts_at_once_not_at_the_next_round() -> None:
+    # 4 GPUs, 60 s rounds: "a" takes 2 at the round at 0; "b" arrives at 10 to 2 idle GPUs.
+    jobs = [rigid("a", 0, 2, 100), rigid("b", 10, 2, 50)]
+    assert by_id(run(jobs, round_seconds=60))["b"].start_time == 10
+    waits = by_id(run(jobs, round_seconds=60, cycle=CycleConfig(explain_counts=False, start_between_rounds=False)))
+    assert waits["b"].start_time == 60
+
+
+def test_an_elastic_arrival_starts_at_once_and_leaves_the_running_job_alone() -> None:
+    # sia-profiled on 8 GPUs: "a" (1..4) runs from the round at 0 on 4; "b" arrives at 10 to the 4 idle ones and starts
+    # there at once. Nothing of "a" changes until the round at 60, which weighs both again.
+    jobs = [WorkloadJob("a", 0, "t", 1, 4, 50_000.0, profile="wide"),
+            WorkloadJob("b", 10, "t", 1, 4, 50_000.0, profile="wide")]
+    result = by_id(simulate(jobs, cluster(2, 4), get_policy("sia-profiled"), profiles=PROFILES,
+                            config=SimConfig(round_seconds=60, horizon=59)))
+    assert result["b"].start_time == 10
+    assert (result["a"].start_time, result["a"].restarts) == (0, 0)
+
+
 def test_preemption_charges_a_restart_delay_on_resume() -> None:
     # srtf: L holds the cluster; S (shorter) arrives at 30 and takes over at the round at 60.
     # L ran 60 s, resumes at the round at 180 (S done at 160), pays 30 s, then 940 s of work: done at 1150.

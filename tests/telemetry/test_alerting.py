@@ -28,13 +28,16 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def operating(telemetry: None, node: Node, now: datetime) -> None:  # noqa: F811
-    """The telemetry fixture, plus a lost GPU, two rounds (the later one failed), settings and a heartbeat."""
+    """The telemetry fixture, plus a lost GPU, two rounds (the later one failed), a start between rounds after them,
+    settings and a heartbeat."""
     Gpu.objects.filter(pk=node.gpus.get(index=3).pk).update(health=GpuHealth.LOST)
     SchedulerSettings.objects.update_or_create(pk=1, defaults={"round_seconds": 45, "paused": False})
     SchedulingRound.objects.create(policy="tiresias", started_at=now - timedelta(seconds=95),
                                    finished_at=now - timedelta(seconds=90), status=RoundStatus.OK)
     SchedulingRound.objects.create(policy="tiresias", started_at=now - timedelta(seconds=50),
                                    finished_at=now - timedelta(seconds=45), status=RoundStatus.FAILED)
+    SchedulingRound.objects.create(policy="tiresias", started_at=now - timedelta(seconds=21), between_rounds=True,
+                                   finished_at=now - timedelta(seconds=20), status=RoundStatus.OK, starts=1)
     shell_services.record_heartbeat("celery@rounds", now - timedelta(seconds=12))
 
 
@@ -50,7 +53,8 @@ def test_the_series_the_alerts_need(operating: None, operator_client: Client, no
     assert value[("cluster_ops_queue_oldest_wait_seconds", ())] == pytest.approx(300, abs=5)
     assert value[("cluster_ops_tenant_quota_gpus", (("tenant", "vision"),))] == 8
     assert value[("cluster_ops_tenant_queued_jobs", (("tenant", "language"),))] == 1
-    # The last *successful* round: the failed one after it does not count.
+    # The last *successful* round: the failed one after it does not count, nor do starts between rounds (a stream of
+    # submissions must not hide rounds that stopped).
     assert value[("cluster_ops_last_round_timestamp_seconds", ())] == pytest.approx(
         (now - timedelta(seconds=90)).timestamp())
     assert value[("cluster_ops_round_interval_seconds", ())] == 45
