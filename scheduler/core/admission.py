@@ -47,6 +47,8 @@ def start_waiting_jobs(snap: ClusterSnapshot, policy: Policy, state: PolicyState
     targets = {job.id: job.gpus for job in snap.jobs if job.gpus} | starts
     placed = place(snap, targets, consolidate=policy.capabilities.consolidates_on_growth,
                    gpu_types={job_id: t for job_id, t in result.gpu_types.items() if job_id in starts})
+    if any(set(placed.placements.get(job.id, ())) != set(job.placement) for job in snap.jobs if job.placement):
+        return None  # placement would move a running job (one on GPUs of a type it no longer takes): the round's
     outcome = _Outcome(snap.jobs, placed.placements, (result.reasons, placed.notes, placed.unplaced),
                        result.batch_sizes, placed.type_notes, None, policy.capabilities.count_rule, restart_delay)
     changes = tuple(decision._replace(reason=f"{BETWEEN_ROUNDS}; {decision.reason}")
