@@ -37,7 +37,9 @@ def measure() -> dict[str, object]:
 
     from scheduler.models import Allocation, RescaleEvent, RescaleKind, SchedulerSettings, SchedulingRound
 
-    rounds = list(SchedulingRound.objects.order_by("started_at").values_list("pk", "started_at"))
+    # Rounds only: a start between rounds changes no running job, and must not break two rounds running apart.
+    rows = SchedulingRound.objects.order_by("started_at")
+    rounds = list(rows.filter(between_rounds=False).values_list("pk", "started_at"))
     if not rounds:
         return {"rounds": 0}
     last = rounds[-1][1]
@@ -67,6 +69,7 @@ def measure() -> dict[str, object]:
         "changes": len(changes), "changes_per_job_hour": round(len(changes) / job_hours, 2) if job_hours else None,
         "jobs_changed_two_rounds_running": running_twice, "type_moves": type_moves,
         "changes_of_nothing": nothing, "simulated_speedup": speedup,
+        "starts_between_rounds": RescaleEvent.objects.filter(round__between_rounds=True).count(),
         "events_from": str(span["first"]), "events_to": str(span["last"]),
     }
 
