@@ -9,14 +9,10 @@ request the broker refused, or one that finds a round running, leaves the job to
 
 from __future__ import annotations
 
-import logging
-
 from celery import current_app
 from django.core.cache import cache
 
 from cluster_ops.dispatch import send_after_commit
-
-logger = logging.getLogger(__name__)
 
 START_TASK = "scheduler.start_between_rounds"
 DEBOUNCE_SECONDS = 1
