@@ -203,7 +203,7 @@ def live_input(live: LiveSnapshot, config: SchedulingConfig, speedup: float, pre
 def round_phase(round_seconds: float) -> float:
     """Where the live rounds fall in their interval (the last round's start, modulo the interval): the forecast's
     rounds fall there too."""
-    rounds = SchedulingRound.objects.filter(between_rounds=False).order_by("-pk")  # in order; not starts between them
+    rounds = SchedulingRound.objects.rounds_only().order_by("-pk")  # in order; not starts between them
     last = rounds.values_list("started_at", flat=True).first()
     return last.timestamp() % round_seconds if last is not None else 0.0
 

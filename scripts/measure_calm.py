@@ -38,8 +38,7 @@ def measure() -> dict[str, object]:
     from scheduler.models import Allocation, RescaleEvent, RescaleKind, SchedulerSettings, SchedulingRound
 
     # Rounds only: a start between rounds changes no running job, and must not break two rounds running apart.
-    rows = SchedulingRound.objects.order_by("started_at")
-    rounds = list(rows.filter(between_rounds=False).values_list("pk", "started_at"))
+    rounds = list(SchedulingRound.objects.rounds_only().order_by("started_at").values_list("pk", "started_at"))
     if not rounds:
         return {"rounds": 0}
     last = rounds[-1][1]

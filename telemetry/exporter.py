@@ -230,7 +230,7 @@ def liveness_metrics() -> Iterator[Metric]:
     last_round = GaugeMetricFamily("cluster_ops_last_round_timestamp_seconds",
                                    "When the last successful scheduling round finished (Unix time).")
     # Starts between rounds are not rounds: a stream of submissions must not hide rounds that stopped.
-    rounds = SchedulingRound.objects.filter(status=RoundStatus.OK, between_rounds=False)
+    rounds = SchedulingRound.objects.rounds_only().filter(status=RoundStatus.OK)
     finished = rounds.aggregate(at=Max("finished_at"))["at"]
     if finished is not None:
         last_round.add_metric([], finished.timestamp())

@@ -245,7 +245,7 @@ def _duration(span: timedelta) -> str:
 
 def round_summary(jobs: JobQuerySet) -> RoundSummary:
     config = scheduler_settings()
-    last = SchedulingRound.objects.filter(between_rounds=False).first()  # starts between rounds are in jobs' histories
+    last = SchedulingRound.objects.rounds_only().first()  # starts between rounds are in jobs' histories
     decisions: list[Decision] = []
     if last is not None:
         events = list(RescaleEvent.objects.filter(round=last, job__in=jobs).select_related("job__tenant")

@@ -16,6 +16,13 @@ class RoundStatus(models.TextChoices):
     SKIPPED = "skipped", "skipped"  # the cluster could not be read: nothing decided or written
 
 
+class RoundQuerySet(models.QuerySet["SchedulingRound"]):
+    def rounds_only(self) -> RoundQuerySet:
+        """Rounds, without the starts made between them: what a round's cadence (its phase, the last one, two
+        rounds running) is read from; a stream of submissions must not stand in for rounds that stopped."""
+        return self.filter(between_rounds=False)
+
+
 class SchedulingRound(models.Model):
     """One scheduling round: the policy that ran, its timings and what it decided; or, ``between_rounds``, the starts
     made on idle GPUs when jobs arrived (``scheduler.core.admission``), which change no running job."""
@@ -43,6 +50,8 @@ class SchedulingRound(models.Model):
                             "e.g. a solver without an answer (running jobs then keep their GPUs), and the cluster's")
     between_rounds = models.BooleanField(
         default=False, help_text="starts of arrivals on idle GPUs between two rounds, every running job kept as it was")
+
+    objects = RoundQuerySet.as_manager()
 
     class Meta:
         ordering = ["-started_at"]
