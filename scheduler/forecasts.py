@@ -54,7 +54,7 @@ from .models import (
     Tenant,
 )
 from .runtime_models import FEATURE_FIELDS, job_features, runtime_predictor
-from .sim.engine import SimConfig
+from .sim.config import SimConfig
 from .sim.forecast import Estimate, ForecastInput, forecast, predicted_rigid, sample_arrivals
 from .sim.records import WorkloadJob
 from .sim.runtimes import RuntimePredictor

@@ -33,7 +33,8 @@ import numpy as np
 from scheduler.core.policy import Policy
 from scheduler.core.types import NodeInfo, TenantInfo
 
-from .engine import SimConfig, simulate
+from .config import SimConfig
+from .engine import simulate
 from .forecast import ForecastInput, forecast, predicted_rigid
 from .records import WorkloadJob
 from .runtimes import OnlineEstimator, estimator_for, workload_features

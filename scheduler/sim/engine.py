@@ -29,84 +29,26 @@ import heapq
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.core.admission import start_waiting_jobs
-from scheduler.core.config import DEFAULT_RESTART_SECONDS, DEFAULT_ROUND_SECONDS, SchedulingConfig
-from scheduler.core.cycle import Action, CycleConfig, Decision, run_cycle
+from scheduler.core.cycle import Action, Decision, run_cycle
 from scheduler.core.policy import Policy
-from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, NodeIndex, NodeInfo, PolicyState, TenantInfo
 
+from .config import SimConfig
 from .execution import Execution
 from .grad_curves import GradCurves
-from .job_run import JobRun
+from .job_run import JobRun, checkpoint_of
 from .limits import MAX_SIMULATED_SECONDS, refuse_endless
-from .metrics import fair_share_seconds
-from .powerdown import NodePower, PowerDownConfig
-from .records import JobOutcome, SimulationResult, WorkloadJob
-from .start import Checkpoint, CheckpointCallback, RunningJob, RuntimeEstimator, StartState
+from .powerdown import NodePower
+from .records import SimulationResult, WorkloadJob
+from .start import Checkpoint, CheckpointCallback, RuntimeEstimator, StartState
 from .step_times import StepTimes
 from .usage import UsageRecorder
 
 ProgressCallback = Callable[[int, int], None]  # (jobs finished, jobs in the workload)
-@dataclass(frozen=True)
-class SimConfig:
-    """A simulation's settings: the scheduling ones (``SchedulingConfig``: rounds, restart delays, the cycle's
-    guards; ``SimConfig.of``) and how jobs execute."""
-
-    round_seconds: float = DEFAULT_ROUND_SECONDS
-    # Rounds fall at ``round_phase`` + k × ``round_seconds``: a forecast runs them when the live cluster does (beat
-    # ticks from when it started, not from the epoch; their offset was a forecast's whole start error in the demo).
-    round_phase: float = 0.0
-    restart_seconds: float = DEFAULT_RESTART_SECONDS
-    speed_factor: float = 1.0  # throughput multiplier, e.g. from a power cap (telemetry/power.py)
-    speed_factor_by_type: Mapping[str, float] = field(default_factory=dict)  # GPU type → its own multiplier
-    cycle: CycleConfig = field(default_factory=lambda: CycleConfig(explain_counts=False))  # it reads no reason
-    horizon: float | None = None  # stop here even if jobs remain
-    # Jobs that cannot finish by the horizon (a forecast's): once only they remain, all running, with no arrival
-    # to come, the run stops there rather than simulate them to the horizon round by round.
-    stop_once_only: frozenset[str] = frozenset()
-    # A forecast's bound on work: while an elastic policy's rounds change nothing, the next comes twice as late, up
-    # to this many seconds apart, until an arrival or a completion (None: every round_seconds, as live).
-    quiet_rounds_up_to: float | None = None
-    charge_first_start: bool = False  # also charge the restart delay on a job's first start (Pollux's simulator does)
-    power_down: PowerDownConfig | None = None  # switch idle nodes off (powerdown.py)
-    # A model's own restart delay (its checkpoint's size sets it), by profile, instead of ``restart_seconds``.
-    restart_seconds_by_profile: Mapping[str, float] = field(default_factory=dict)
-    # Progress divided by this, by profile: a calibration of measured speeds to real runs (Sia's SLOWDOWN).
-    slowdown_by_profile: Mapping[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.round_seconds <= 0 or self.restart_seconds < 0:
-            raise ValueError("round_seconds must be > 0 and restart_seconds ≥ 0")
-        if not 0 <= self.round_phase < self.round_seconds:
-            raise ValueError("round_phase must be in [0, round_seconds)")
-        for name, factor in [("all types", self.speed_factor), *self.speed_factor_by_type.items()]:
-            if not 0 < factor <= 1:
-                raise ValueError(f"speed factor ({name}) must be in (0, 1], got {factor}")
-        if any(not 0 <= delay < math.inf for delay in self.restart_seconds_by_profile.values()):
-            raise ValueError("every profile's restart delay must be finite and ≥ 0")
-        if any(not 1 <= slowdown < math.inf for slowdown in self.slowdown_by_profile.values()):
-            raise ValueError("every profile's slowdown must be finite and ≥ 1")
-
-    @classmethod
-    def of(cls, scheduling: SchedulingConfig, **execution: Any) -> SimConfig:
-        """The simulation of rounds run under ``scheduling``, executing jobs as ``execution`` says."""
-        return cls(round_seconds=scheduling.round_seconds, restart_seconds=scheduling.restart_seconds,
-                   restart_seconds_by_profile=dict(scheduling.restart_seconds_by_profile), cycle=scheduling.cycle,
-                   **execution)
-
-    def restart_delay(self, profile: str | None) -> float:
-        return self.restart_seconds_by_profile.get(profile or "", self.restart_seconds)
-
-    def speed_factor_of(self, gpu_types: Iterable[str]) -> float:
-        """The speed factor of a job holding GPUs of ``gpu_types``: the slowest type's, since a data-parallel step
-        waits for every replica."""
-        return min((self.speed_factor_by_type.get(t, self.speed_factor) for t in gpu_types),
-                   default=self.speed_factor)
 
 
 def simulate(
@@ -213,16 +155,7 @@ class _Engine:
             self.next_checkpoint += self.on_checkpoint[0]
 
     def _checkpoint(self) -> Checkpoint:
-        now = self.now
-        running = {run.spec.id: RunningJob(
-            run.gpus, run.start_time if run.start_time is not None else now, run.progress_now(now),
-            run.attained_now(now), run.restart_until, run.restarts, run.policy_batch,
-        ) for run in self.active.values() if run.gpus}
-        waiting = [run for run in self.active.values() if not run.gpus]
-        start = StartState(now, running, {run.spec.id: run.progress for run in waiting if run.progress > 0},
-                           {run.spec.id: run.gpu_seconds for run in waiting if run.gpu_seconds > 0}, self.state)
-        finished = {run.spec.id: (run.start_time or 0.0, run.finish_time or 0.0) for run in self.done}
-        return Checkpoint(start, tuple(run.spec for run in self.active.values()), finished)
+        return checkpoint_of(self.now, self.active.values(), self.done, self.state)
 
     def _more_to_do(self) -> bool:
         if self.next_arrival < len(self.arrivals):
@@ -283,17 +216,13 @@ class _Engine:
             unknown = [gpu for gpu in held.gpus if gpu not in self.type_of]
             if unknown or not held.gpus:
                 raise ValueError(f"job {job_id!r} holds GPUs not in the cluster: {unknown[:3]}")
-            run.progress, run.progress_at = min(held.progress, run.spec.total_work), self.now
-            run.gpu_seconds, run.start_time, run.restarts = held.attained_gpu_seconds, held.started_at, held.restarts
-            run.restart_until = held.restart_until
+            run.resume_running(held, self.now)
             self._hold(run, held.gpus, held.batch_size)
             if run.restart_until > self.now:
                 heapq.heappush(self.restart_ends, (run.restart_until, run.version, job_id))
         for job_id, done in start.progress.items():
             if (run := self.active.get(job_id)) is not None and not run.gpus:
-                run.progress = min(done, run.spec.total_work)
-                run.gpu_seconds = start.attained_gpu_seconds.get(job_id, 0.0)
-                run.ran_before = done > 0  # its next start reloads a checkpoint
+                run.resume_waiting(done, start.attained_gpu_seconds.get(job_id, 0.0))
 
     # --- arrivals and completions -------------------------------------------------------
 
@@ -476,29 +405,11 @@ class _Engine:
     def _result(self, wall: float) -> SimulationResult:
         for run in self.active.values():
             self._release(run)
-        outcomes = tuple(self._outcome(run) for run in [*self.done, *self.active.values()])
+        outcomes = tuple(run.outcome(self.now, self.active_integral, self.static)
+                         for run in [*self.done, *self.active.values()])
         return SimulationResult(
             policy=self.policy.name, jobs=outcomes, usage=self.usage.intervals(),
             gpus_by_type=dict(self.static.gpus_by_type),
             tenant_quotas={tenant.name: tenant.quota for tenant in self.tenants},
             rounds=self.rounds, wall_seconds=wall,
         )
-
-    def _outcome(self, run: JobRun) -> JobOutcome:
-        spec = run.spec
-        return JobOutcome(
-            id=spec.id, tenant=spec.tenant, submit_time=spec.submit_time, start_time=run.start_time,
-            finish_time=run.finish_time, min_gpus=spec.min_gpus, max_gpus=spec.max_gpus, profile=spec.profile,
-            gpu_seconds=run.gpu_seconds, restarts=run.restarts, rescales=run.rescales,
-            preemptions=run.preemptions, fair_share_seconds=self._fair_share_seconds(run),
-            final_gpus_by_type=run.final_gpus,
-        )
-
-    def _fair_share_seconds(self, run: JobRun) -> float:
-        """Time the job would take alone on 1/N of the cluster, N the average number of jobs active in its life."""
-        end = run.finish_time if run.finish_time is not None else self.now
-        lived = end - run.spec.submit_time
-        contention = (self.active_integral - run.active_integral_at_submit) / lived if lived > 0 else 1.0
-        info = run.job_info(self.now)
-        return fair_share_seconds(run.spec.total_work, lambda gpus: job_speed(info, self.static, gpus),
-                                  self.static.total_gpus, contention, run.spec.min_gpus, run.spec.max_gpus)

@@ -27,7 +27,8 @@ import numpy as np
 from scheduler.core.policy import Policy
 from scheduler.core.types import NodeInfo, TenantInfo
 
-from .engine import SimConfig, simulate
+from .config import SimConfig
+from .engine import simulate
 from .limits import cannot_finish_within
 from .records import JobOutcome, WorkloadJob
 from .start import StartState

@@ -20,7 +20,8 @@ from scheduler.core.types import NodeInfo, TenantInfo
 from telemetry.power import PowerModel
 
 from .backtest import BacktestResult, backtest
-from .engine import ProgressCallback, SimConfig, simulate
+from .config import SimConfig
+from .engine import ProgressCallback, simulate
 from .metrics import summarise
 from .powerdown import PowerDownConfig
 from .presets import ClusterPreset, NodeGroup, build_nodes, get_preset

@@ -17,6 +17,7 @@ from scheduler.core.config import DEFAULT_RESTART_SECONDS, SchedulingConfig, bui
 from scheduler.core.cycle import Action
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.demo import DEMO_POLICY, DEMO_SPEEDUP, wall_clock_replay
+from scheduler.sim.config import SimConfig
 from scheduler.sim.presets import DEMO, build_nodes
 
 
@@ -52,7 +53,7 @@ def changes() -> list[Change]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(engine, "run_cycle", recording)
         result = engine.simulate(jobs, build_nodes(DEMO), build_policy(config), tenants=tenants,
-                                 profiles=FITTED_PROFILES, config=engine.SimConfig.of(config))
+                                 profiles=FITTED_PROFILES, config=SimConfig.of(config))
     assert all(job.finish_time is not None for job in result.jobs) and rounds > 20
     return seen
 

@@ -7,7 +7,8 @@ import pytest
 from scheduler.core.cycle import CycleConfig
 from scheduler.core.policy import get_policy
 from scheduler.core.types import GpuSlot, NodeInfo
-from scheduler.sim.engine import SimConfig, simulate
+from scheduler.sim.config import SimConfig
+from scheduler.sim.engine import simulate
 from scheduler.sim.job_run import JobRun
 from scheduler.sim.limits import MAX_SIMULATED_SECONDS, WorkloadTooLong
 from scheduler.sim.records import SimulationResult, WorkloadJob

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.policy import get_policy
-from scheduler.sim.engine import SimConfig
+from scheduler.sim.config import SimConfig
 from scheduler.sim.forecast import ForecastInput, forecast, sample_arrivals
 from scheduler.sim.records import WorkloadJob
 from scheduler.sim.start import RunningJob, StartState

@@ -10,7 +10,8 @@ import pytest
 from scheduler.core.goodput import GoodputModel, PerfParams
 from scheduler.core.policy import get_policy
 from scheduler.core.types import GpuSlot, NodeInfo
-from scheduler.sim.engine import SimConfig, simulate
+from scheduler.sim.config import SimConfig
+from scheduler.sim.engine import simulate
 from scheduler.sim.grad_curves import NOISE_CAP, GradCurves
 from scheduler.sim.profiles import artifact_jobs, read_grad_curves
 from scheduler.sim.records import WorkloadJob

@@ -8,7 +8,8 @@ import pytest
 
 from scheduler.core.policy import get_policy
 from scheduler.core.types import GpuSlot, NodeInfo
-from scheduler.sim.engine import SimConfig, simulate
+from scheduler.sim.config import SimConfig
+from scheduler.sim.engine import simulate
 from scheduler.sim.grad_curves import GradCurves
 from scheduler.sim.profiles import read_step_times
 from scheduler.sim.records import WorkloadJob
