@@ -167,6 +167,8 @@ def cancel_job(job: Job, *, actor: Actor = None, reason: str = "cancelled by ope
         job.state, job.finished_at = JobState.CANCELLED, now
         job.save(update_fields=["state", "finished_at", "generation"])
         _record(job, RescaleKind.CANCEL, released, 0, reason, actor, now)
+        if released:  # its GPUs are idle now: a waiting job need not wait for the round
+            request_start("a cancel")
         request_forecast("a cancel")
     return job
 

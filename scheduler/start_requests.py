@@ -1,5 +1,6 @@
-"""A submission asks for a start between rounds: a job submitted while GPUs sit idle starts within a second or so,
-not at the next round (``live.round.start_between_rounds``, ``core/admission.py``).
+"""A submission, or a cancel that frees GPUs, asks for a start between rounds: a job submitted while GPUs sit idle, or
+waiting when an operator cancels a running one, starts within a second or so, not at the next round
+(``live.round.start_between_rounds``, ``core/admission.py``).
 
 ``request_start(reason)`` sends ``scheduler.start_between_rounds`` to the rounds queue ``DEBOUNCE_SECONDS`` after the
 submission commits. Debounced like the forecast's request (``forecast_requests``): each process sends at most one per

@@ -1,6 +1,7 @@
 """One live round: the settings' ``SchedulingConfig`` → the snapshot → ``run_cycle`` → one transaction → the
 executor. And, between rounds, the starts of arrivals on idle GPUs (``start_between_rounds``): the same steps with
-``admission.start_waiting_jobs`` in place of ``run_cycle``, sent when a job is submitted (``start_requests``).
+``admission.start_waiting_jobs`` in place of ``run_cycle``, sent when a job is submitted or a cancel frees GPUs
+(``start_requests``).
 
 A round runs under a lease, so only one runs at a time across all workers; a worker killed mid-round leaves
 the lease to expire. Starts between rounds take the same lease: one that finds a round running leaves the arrival to

@@ -110,6 +110,30 @@ def test_a_burst_of_submissions_asks_once_for_a_start_between_rounds(sent, tenan
 
 
 @pytest.mark.usefixtures("cluster")
+def test_a_cancel_that_frees_gpus_starts_a_waiting_job_between_rounds(sent, tenant, now,
+                                                                      django_capture_on_commit_callbacks) -> None:
+    update_settings(policy="fifo")
+    running = submit(tenant, "running", 8, at=now - timedelta(minutes=2))
+    rounds.run_round(now=now)
+    waiting = submit(tenant, "waiting", 4, at=now - timedelta(minutes=1))
+    pending = submit(tenant, "pending", 2, at=now)
+    cache.delete(start_requests.REQUESTED_KEY)  # the submissions' own request is not the one under test
+    sent.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(pending)  # it held no GPUs: nothing to start
+    assert [call for call in sent if call["name"] == start_requests.START_TASK] == []
+
+    with django_capture_on_commit_callbacks(execute=True):
+        services.cancel_job(running)
+
+    assert [call["name"] for call in sent].count(start_requests.START_TASK) == 1
+    row = rounds.start_between_rounds(now=now + timedelta(seconds=5))
+    waiting.refresh_from_db()
+    assert row is not None and row.between_rounds and waiting.state == JobState.RUNNING
+    assert len(open_gpus(waiting)) == 4
+
+
+@pytest.mark.usefixtures("cluster")
 def test_the_task_starts_the_job_on_the_rounds_queue(tenant, now, settings) -> None:
     update_settings(policy="fifo")
     job = submit(tenant, "arrival", 2)
