@@ -22,9 +22,7 @@ from django.utils import timezone
 
 from . import services
 from .core.fitted_profiles import FITTED_PROFILES
-from .forecast_requests import request_forecast
 from .models import ACTIVE_STATES, Allocation, Job, JobReport, Tenant
-from .start_requests import request_start
 
 PROGRESS_SLACK = 1e-6  # a last report may overshoot the total by rounding
 
@@ -74,8 +72,7 @@ def submit_job_once(*, tenant: Tenant | str, workload_profile: str, client_key: 
     try:
         with transaction.atomic():
             job.save()
-            request_start("a submission")
-            request_forecast("a submission")
+            services.announce_submission()
     except IntegrityError:
         stored = _keyed(tenant_row, client_key, digest) if client_key else None
         if stored is None:

@@ -64,9 +64,15 @@ def submit_job(**fields: Any) -> Job:
     """Queue a new job: ``new_job(**fields)``, saved."""
     job = new_job(**fields)
     job.save()
+    announce_submission()
+    return job
+
+
+def announce_submission() -> None:
+    """What a job just queued asks for, once the transaction commits: a start between rounds (idle GPUs take it
+    now, not at the next round) and a fresh forecast."""
     request_start("a submission")
     request_forecast("a submission")
-    return job
 
 
 def new_job(

@@ -23,7 +23,8 @@ def run_round() -> int | None:
 
 @shared_task(name=start_requests.START_TASK, ignore_result=True)
 def start_between_rounds() -> int | None:
-    """Starts of waiting jobs on idle GPUs, every running job kept (a submission sends it); the row's id, if any."""
+    """Starts of waiting jobs on idle GPUs, every running job kept (a submission or a cancel that frees GPUs sends
+    it); the row's id, if any."""
     row = rounds.start_between_rounds()
     return row.pk if row else None
 

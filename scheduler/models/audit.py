@@ -25,7 +25,8 @@ class RoundQuerySet(models.QuerySet["SchedulingRound"]):
 
 class SchedulingRound(models.Model):
     """One scheduling round: the policy that ran, its timings and what it decided; or, ``between_rounds``, the starts
-    made on idle GPUs when jobs arrived (``scheduler.core.admission``), which change no running job."""
+    made on idle GPUs when a job arrived or a cancel freed GPUs (``scheduler.core.admission``), which change no
+    running job."""
 
     policy = models.CharField(max_length=50)
     started_at = models.DateTimeField()
@@ -49,7 +50,8 @@ class SchedulingRound(models.Model):
     note = models.CharField(max_length=2000, blank=True, help_text="the policy's word on the round as a whole, "
                             "e.g. a solver without an answer (running jobs then keep their GPUs), and the cluster's")
     between_rounds = models.BooleanField(
-        default=False, help_text="starts of arrivals on idle GPUs between two rounds, every running job kept as it was")
+        default=False,
+        help_text="starts of waiting jobs on idle GPUs between two rounds, every running job kept as it was")
 
     objects = RoundQuerySet.as_manager()
 
