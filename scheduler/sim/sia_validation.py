@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .metrics import ftf_values
 from .runner import Scenario, run_scenario
+from .sampling import SIA_APPLICATIONS, default_cache_dir, sampled_workload
 
 HOUR = 3600.0
 
@@ -27,9 +28,13 @@ HOUR = 3600.0
 @dataclass(frozen=True)
 class WorkloadSet:
     name: str
-    folder: str  # under sia/workloads/
+    folder: str  # under sia/workloads/; "" for a sampled set
     preset: str
-    files: int
+    files: int  # a sampled set's are its seeds 1..files
+    sampled: bool = False  # drawn from Philly's job list as Sia's Philly files were (sampling.py), not read
+
+
+SAMPLED_JOBS = 160  # the jobs of each of Sia's Philly files (Pollux's generator at its load 1.0)
 
 
 HELD_OUT_RATES = (10, 30, 40, 50)
@@ -45,6 +50,10 @@ SETS: dict[str, WorkloadSet] = {
     # Its 20-jobs-an-hour files are the Helios set's own jobs, so they are not a set here.
     **{f"helios-rate-{rate}": WorkloadSet(f"helios-rate-{rate}", f"scale/rate_{rate}", "sia-hetero", 10)
        for rate in HELD_OUT_RATES},
+    # Held out too: new draws of the generator behind Sia's Philly files (Pollux's, sampling.py), at seeds 1-8, on
+    # the clusters of the two Philly sets. Nothing was built or chosen on them; there is no published figure.
+    "philly-sampled": WorkloadSet("philly-sampled", "", "sia-hetero", 8, sampled=True),
+    "philly-homogeneous-sampled": WorkloadSet("philly-homogeneous-sampled", "", "sia-homogeneous", 8, sampled=True),
 }
 DEFAULT_SETS = ("philly", "helios", "philly-homogeneous")
 # Every policy of Sia's Table 3 (Pollux as Sia ran it: type-unaware), and ours (policies/sia.py, ProfiledSiaPolicy).
@@ -86,7 +95,10 @@ class Case:
     def scenario(self, traces_dir: Path) -> Scenario:
         """The case as Sia's simulator ran it: 60 s rounds, its cluster, its execution model."""
         workloads = SETS[self.set]
-        trace = traces_dir / "sia" / "workloads" / workloads.folder / f"workload-{self.workload}.csv"
+        if workloads.sampled:
+            trace = sampled_workload(traces_dir, default_cache_dir(), SAMPLED_JOBS, self.workload, SIA_APPLICATIONS)
+        else:
+            trace = traces_dir / "sia" / "workloads" / workloads.folder / f"workload-{self.workload}.csv"
         return Scenario(trace=str(trace), policy=self.policy, preset=workloads.preset,
                         round_seconds=ROUND_SECONDS.get(self.policy, 60.0), measured_profiles=True, artifact="sia",
                         elastic=False if self.policy in RIGID else None)

@@ -76,6 +76,7 @@ class TraceJob:
     duration: float | None = None
     tenant: str | None = None
     gpu_time: float | None = None
+    submitted_at: datetime | None = None  # the trace's own clock time, where it has one (Philly's local time)
 
     @property
     def gpu_seconds(self) -> float | None:
@@ -127,11 +128,11 @@ def load_philly(path: Path) -> list[TraceJob]:
         reader = csv.DictReader(handle)
         _require_columns(path, reader.fieldnames, PHILLY_COLUMNS)
         rows = [(line, _philly_time(path, line, row), row) for line, row in enumerate(reader, start=2)]
-    start = min((submitted for _, submitted, _ in rows), default=0.0)
-    return [_philly_row(path, line, row, submitted - start) for line, submitted, row in rows]
+    start = min((submitted for _, submitted, _ in rows), default=NAIVE_EPOCH)
+    return [_philly_row(path, line, row, submitted, start) for line, submitted, row in rows]
 
 
-def _philly_time(path: Path, line: int, row: dict[str, str]) -> float:
+def _philly_time(path: Path, line: int, row: dict[str, str]) -> datetime:
     raw = (row.get("timestamp") or "").strip()
     try:
         moment: datetime | None = datetime.fromisoformat(raw)
@@ -139,18 +140,19 @@ def _philly_time(path: Path, line: int, row: dict[str, str]) -> float:
         moment = None
     if moment is None or moment.tzinfo is not None:
         raise TraceError(path, line, "timestamp", f"expected a local time {PHILLY_TIME_FORMAT}")
-    return (moment - NAIVE_EPOCH).total_seconds()  # wall-clock arithmetic: no zone, no DST
+    return moment
 
 
-def _philly_row(path: Path, line: int, row: dict[str, str], submit: float) -> TraceJob:
+def _philly_row(path: Path, line: int, row: dict[str, str], submitted: datetime, start: datetime) -> TraceJob:
     return TraceJob(
         name=f"philly-{line - 2}",
-        submit_seconds=submit,
+        submit_seconds=(submitted - start).total_seconds(),  # wall-clock arithmetic: no zone, no DST
         application="",
         num_gpus=_number(path, line, row, "num_gpus", int, minimum=1),
         duration=_number(path, line, row, "duration", float, minimum=0),
         tenant=(row.get("cluster") or "").strip() or None,
         gpu_time=_optional_number(path, line, row, "gpu_time", float, maximum=1e15),
+        submitted_at=submitted,
     )
 
 

@@ -3,7 +3,8 @@
 ``pollux/results-jobload/<policy>-<load>/summary.json`` holds, for pollux, optimus and
 tiresias at 0.5×–2.0× load, the average JCT of each of the 8 workloads on 16 nodes × 4
 T4 GPUs (Pollux, OSDI'21, Fig. 8a). Each case here replays the same workload file on
-the same cluster through our policies and simulator.
+the same cluster through our policies and simulator; or, given a seed, a new workload drawn
+as the authors drew theirs (sampling.py: 160 × load jobs), which has no published figure.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from .runner import Scenario, run_scenario
+from .sampling import default_cache_dir, sampled_workload
 
 C = TypeVar("C")
 R = TypeVar("R")
 POLICIES = ("pollux", "tiresias", "optimus", "sia-profiled", "sia-hesrpt")  # the authors' three, and ours
 LOADS = ("0.5", "1.0", "1.5", "2.0")
 WORKLOADS = tuple(range(1, 9))
+JOBS_AT_LOAD_1 = 160  # the jobs of each of the authors' files at load 1.0; 80, 240 and 320 at 0.5, 1.5 and 2.0
 REFERENCE_POLICY_CONFIG: dict[str, dict[str, object]] = {
     "tiresias": {"thresholds": (16 * 3600.0,), "starvation_factor": float("inf")},
 }
@@ -34,14 +37,19 @@ REFERENCE_POLICY_CONFIG: dict[str, dict[str, object]] = {
 class Case:
     policy: str
     load: str
-    workload: int
+    workload: int  # the authors' file, or the seed of a sampled workload
+    sampled: bool = False
 
     def scenario(self, traces_dir: Path) -> Scenario:
         """The case as the Pollux artifact ran it (REFERENCE-SETUP.md): every start costs 30 s, jobs run
         at the measured step times of their placement and with the measured gradient statistics of
         the current epoch at the batch trained at (the policies see the fitted models), and
         Tiresias has two queues split at 16 GPU-hours and no starvation guard."""
-        trace = traces_dir / "pollux" / f"workloads-{self.load}" / f"workload-{self.workload}.csv"
+        if self.sampled:
+            jobs = round(JOBS_AT_LOAD_1 * float(self.load))
+            trace = sampled_workload(traces_dir, default_cache_dir(), jobs, self.workload)
+        else:
+            trace = traces_dir / "pollux" / f"workloads-{self.load}" / f"workload-{self.workload}.csv"
         config = REFERENCE_POLICY_CONFIG.get(self.policy, {})
         return Scenario(trace=str(trace), policy=self.policy, preset="pollux-t4", charge_first_start=True,
                         measured_profiles=True, policy_config=config)
@@ -57,8 +65,9 @@ class CaseResult:
 
 
 def cases(policies: tuple[str, ...] = POLICIES, loads: tuple[str, ...] = LOADS,
-          workloads: tuple[int, ...] = WORKLOADS) -> list[Case]:
-    return [Case(p, load, w) for p in policies for load in loads for w in workloads]
+          workloads: tuple[int, ...] = WORKLOADS, sampled: bool = False) -> list[Case]:
+    """Every (policy, load, workload) case; with ``sampled``, ``workloads`` are the seeds of sampled workloads."""
+    return [Case(p, load, w, sampled) for p in policies for load in loads for w in workloads]
 
 
 def replay(run: Callable[[C, Path], R], todo: Sequence[C], traces_dir: Path, workers: int) -> tuple[list[R], float]:
@@ -73,6 +82,8 @@ def replay(run: Callable[[C, Path], R], todo: Sequence[C], traces_dir: Path, wor
 
 
 def published_avg_jct(traces_dir: Path, case: Case) -> float | None:
+    if case.sampled:
+        return None
     summary = traces_dir / "pollux" / "results-jobload" / f"{case.policy}-{case.load}" / "summary.json"
     if not summary.exists():
         return None
@@ -89,12 +100,18 @@ def run_case(case: Case, traces_dir: Path) -> CaseResult:
 
 
 def grid_table(results: list[CaseResult]) -> list[dict[str, object]]:
-    """One row per (policy, load): mean over workloads of the average JCT, ours and theirs."""
+    """One row per (policy, load): mean over workloads of the average JCT, ours and theirs, and beside our
+    ``pollux`` on the same workloads when it ran too (``vs_our_pollux``: the only yardstick on sampled workloads)."""
     rows = []
     for policy in dict.fromkeys(r.case.policy for r in results):
         for load in dict.fromkeys(r.case.load for r in results if r.case.policy == policy):
             group = [r for r in results if (r.case.policy, r.case.load) == (policy, load)]
             rows.append(_row(policy, load, group))
+    our_pollux = {row["load"]: row["ours_avg_jct_s"] for row in rows if row["policy"] == "pollux"}
+    for row in rows:
+        pollux, mine = our_pollux.get(row["load"]), row["ours_avg_jct_s"]
+        row["vs_our_pollux"] = round(mine / pollux - 1, 3) if isinstance(mine, float) and isinstance(pollux, float) \
+            else None
     return rows
 
 

@@ -221,3 +221,64 @@ def test_a_reproduced_policy_runs_without_the_calm_guards_and_ours_with_them() -
     assert cycle("tiresias", "pollux").payback_seconds == 0.0 and cycle("gavel", "sia").settle_seconds == 0.0
     ours = cycle("sia-profiled", "sia")
     assert ours.payback_seconds > 0 and ours.settle_seconds > 0
+
+
+PHILLY_JOBS = settings.TRACES_DIR / "philly" / "philly_jobs_sia_pollux.csv"
+
+
+@pytest.mark.skipif(not PHILLY_JOBS.is_file(), reason="TRACES_DIR has no Philly job list")
+def test_the_sampled_sets_are_new_draws_of_the_generator_behind_sias_philly_files() -> None:
+    """Held out: `philly-sampled` draws 160 jobs a seed from Philly's job list as Sia's Philly files were drawn, none
+    of them one of those files, with their applications and no ncf job; the homogeneous variant the same draws."""
+    import csv
+
+    from scheduler.sim.sia_validation import SETS, cases
+
+    def jobs(path: Path) -> list[tuple[str, str]]:
+        with path.open(newline="") as handle:
+            return [(row["time"], row["application"]) for row in csv.DictReader(handle)]
+
+    traces = settings.TRACES_DIR
+    theirs = [jobs(Path(case.scenario(traces).trace)) for case in cases(("sia",), ("philly",))]
+    sampled = cases(("sia",), ("philly-sampled",))
+    homogeneous = cases(("sia",), ("philly-homogeneous-sampled",))
+    assert len(sampled) == len(homogeneous) == 8 and SETS["philly-sampled"].preset == "sia-hetero"
+    for case, twin in zip(sampled, homogeneous, strict=True):
+        mine = jobs(Path(case.scenario(traces).trace))
+        assert len(mine) == 160 and mine not in theirs
+        assert {application for _, application in mine} <= {"bert", "cifar10", "deepspeech2", "imagenet", "yolov3"}
+        assert max(float(time) for time, _ in mine) < 8 * 3600
+        assert jobs(Path(twin.scenario(traces).trace)) == mine
+    assert len({tuple(jobs(Path(case.scenario(traces).trace))) for case in sampled}) == 8
+
+
+@pytest.mark.skipif(not PHILLY_JOBS.is_file(), reason="TRACES_DIR has no Philly job list")
+def test_validate_pollux_runs_sampled_workloads_against_our_pollux() -> None:
+    """`--seed`: a workload drawn at that seed, 160 × load jobs, with no published figure; each policy beside our
+    pollux on the same draws."""
+    out = StringIO()
+    call_command("validate_pollux", "--seed", "11", "--load", "0.5", "--policy", "pollux", "--policy", "sia-hesrpt",
+                 "--json", stdout=out)
+    rows = {row["policy"]: row for row in json.loads(out.getvalue())["rows"]}
+    assert rows["pollux"]["workloads"] == 1 and rows["pollux"]["vs_our_pollux"] == 0.0
+    ours = rows["sia-hesrpt"]
+    assert ours["published_avg_jct_s"] is None and ours["published_pollux_avg_jct_s"] is None
+    assert rows["sia-hesrpt"]["vs_our_pollux"] == pytest.approx(
+        rows["sia-hesrpt"]["ours_avg_jct_s"] / rows["pollux"]["ours_avg_jct_s"] - 1, abs=0.001)
+    from scheduler.sim.validation import Case
+
+    assert len(load_pollux_jobs(Case("pollux", "0.5", 11, sampled=True))) == 80
+    assert len(load_pollux_jobs(Case("pollux", "1.5", 11, sampled=True))) == 240
+
+
+def load_pollux_jobs(case: object) -> list[object]:
+    from scheduler.sim.traces import load_pollux_workload
+
+    return list(load_pollux_workload(Path(case.scenario(settings.TRACES_DIR).trace)))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("args, message", [(["--seed", "-1"], "--seed must be"),
+                                           (["--seed", "1", "--workload", "1"], "--seed and --workload")])
+def test_validate_pollux_refuses_a_bad_seed(args: list[str], message: str) -> None:
+    with pytest.raises(CommandError, match=message):
+        call_command("validate_pollux", *args)

@@ -6,6 +6,7 @@ the answers below are worked out by hand from them.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,8 @@ def test_philly_times_are_seconds_from_the_earliest_submission(traces: Path) -> 
     # Earliest is row 1 (06:01:55); row 0 is an hour later, row 2 a day later, row 4 at 08:00:00.
     assert [job.submit_seconds for job in jobs] == [3600.0, 0.0, 86400.0, 5.0, 7085.0]
     assert jobs[1] == TraceJob(name="philly-1", submit_seconds=0.0, application="", num_gpus=2,
-                               duration=7200.0, tenant="6214e9", gpu_time=14400.0)
+                               duration=7200.0, tenant="6214e9", gpu_time=14400.0,
+                               submitted_at=datetime(2017, 10, 9, 6, 1, 55))
     assert [job.tenant for job in jobs] == ["11cb48", "6214e9", "6214e9", None, "11cb48"]
 
 

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from scheduler.core.policy import policy_names
+from scheduler.sim.sampling import PHILLY_JOBS
 from scheduler.sim.sia_validation import DEFAULT_SETS, POLICIES, SETS, cases, run_case, table
 from scheduler.sim.validation import replay
 
@@ -25,6 +26,10 @@ class Command(BaseCommand):
             raise CommandError("--workloads must be ≥ 1")
         if not (settings.TRACES_DIR / "sia" / "workloads").is_dir():
             raise CommandError(f"no Sia workloads under TRACES_DIR={settings.TRACES_DIR}/sia/workloads")
+        sampled = [name for name in options["sets"] if SETS[name].sampled]
+        if sampled and not (settings.TRACES_DIR / PHILLY_JOBS).is_file():
+            raise CommandError(f"--sets {' '.join(sampled)}: drawn from Philly's job list, {PHILLY_JOBS}, which "
+                               f"TRACES_DIR lacks")
         todo = cases(tuple(options["policy"] or POLICIES), tuple(options["sets"]), options["workloads"])
         results, wall = replay(run_case, todo, settings.TRACES_DIR, options["workers"])
         rows = table(results)
