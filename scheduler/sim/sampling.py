@@ -89,8 +89,11 @@ def _seconds_into(job: TraceJob, start_hour: int) -> float:
 def sampled_workload(traces_dir: Path, cache_dir: Path, jobs: int, seed: int,
                      renamed: Mapping[str, str] | None = None) -> Path:
     """The path of the workload file (the authors' columns, ``POLLUX_COLUMNS``) of ``sample_jobs`` at these
-    settings, written under ``cache_dir`` once and whole (a file is renamed into place only when complete)."""
-    key = f"{VERSION}:{jobs}:{seed}:{sorted((renamed or {}).items())}"
+    settings from ``traces_dir``'s Philly job list, written under ``cache_dir`` once and whole (a file is renamed into
+    place only when complete). Raises ``FileNotFoundError`` where that list is missing."""
+    source = (traces_dir / PHILLY_JOBS).resolve()
+    stat = source.stat()  # another job list (or this one changed) is another draw
+    key = f"{VERSION}:{source}:{stat.st_size}:{stat.st_mtime_ns}:{jobs}:{seed}:{sorted((renamed or {}).items())}"
     path = cache_dir / f"philly-sampled-{hashlib.sha256(key.encode()).hexdigest()[:16]}.csv"
     if path.exists():
         return path

@@ -101,3 +101,17 @@ def test_philly_rows_keep_their_clock_time(tmp_path: Path) -> None:
     first, second = load_philly(trace)
     assert first.submitted_at == datetime(2017, 10, 9, 7, 1, 55) and first.submit_seconds == 2932.0
     assert second.submitted_at == datetime(2017, 10, 9, 6, 13, 3) and second.submit_seconds == 0.0
+
+
+def test_another_job_list_is_another_draw(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    paths = []
+    for name, shift in (("a", 0), ("b", 5)):
+        traces = tmp_path / name
+        (traces / "philly").mkdir(parents=True)
+        rows = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+        rows += [f"2017-10-09 03:{n + shift:02d}:00,{600 + n},1,{600 + n},vc" for n in range(12)]
+        (traces / "philly" / "philly_jobs_sia_pollux.csv").write_text("\n".join(rows) + "\n")
+        paths.append(sampled_workload(traces, cache, 4, seed=1))
+    first, second = (load_pollux_workload(path) for path in paths)
+    assert paths[0] != paths[1] and [job.submit_seconds for job in first] != [job.submit_seconds for job in second]
