@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 
 from cluster_ops.models import Report, ReportDelivery, ReportRecipient, ReportStatus
+from scheduler.admin.common import ZonedTimeFilters
 
 from . import services
 
@@ -25,7 +26,7 @@ class DeliveryInline(admin.TabularInline):
 
 
 @admin.register(Report)
-class ReportAdmin(admin.ModelAdmin):
+class ReportAdmin(ZonedTimeFilters, admin.ModelAdmin):
     list_display = ("period_start", "kind", "scope", "status", "made_at", "files")
     list_filter = ("kind", "status", "tenant")
     date_hierarchy = "period_start"

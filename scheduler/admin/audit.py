@@ -10,11 +10,11 @@ from ..models import (
     RescaleEvent,
     SchedulingRound,
 )
-from .common import shorten
+from .common import ZonedTimeFilters, shorten
 from .jobs import RescaleEventInline
 
 
-class AuditAdmin(admin.ModelAdmin):
+class AuditAdmin(ZonedTimeFilters, admin.ModelAdmin):
     """Audit rows are written by the scheduler only: operators read them."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -28,7 +28,7 @@ from ..models import (
     Node,
     RescaleEvent,
 )
-from .common import STATE_COLOURS, ReadOnlyInline, badge, shorten
+from .common import STATE_COLOURS, ReadOnlyInline, ZonedTimeFilters, badge, shorten
 
 LAUNCH_FIELDS = ("gpu_type", "batch_size", "command", "script_path")  # editable while the job waits for its first start
 
@@ -75,7 +75,7 @@ class GpuBoundsForm(forms.Form):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ZonedTimeFilters, admin.ModelAdmin):
     # What fits 1366 px; bounds, priority and the rest are on the change page.
     list_display = ("id", "name", "tenant", "state_badge", "gpus_held", "progress_pct", "why_pending", "estimate",
                     "submitted_at")

@@ -227,3 +227,31 @@ def test_the_allocation_inline_has_no_caption_per_gpu(operator_client: Client, j
     from django.contrib.staticfiles import finders
     css = open(finders.find("cluster_ops/admin.css")).read()  # noqa: SIM115
     assert ".inline-group .tabular td.original p { display: none; }" in css
+
+
+@pytest.mark.parametrize("url, field", [("/admin/scheduler/job/", "submitted_at"),
+                                        ("/admin/telemetry/gpuevent/", "at"),
+                                        ("/admin/cluster_ops/report/", "period_start")])
+def test_a_naive_time_in_a_date_filter_is_read_in_the_current_zone_without_a_warning(
+    operator_client: Client, tenant: Tenant, url: str, field: str,
+) -> None:
+    """``?submitted_at__gte=2026-12-01T10:00:00`` (no zone): Django filtered on it but warned of a naive datetime on
+    every such request (found by the query fuzzer). It is read in the current time zone, as Django reads it."""
+    import warnings
+
+    from django.utils import timezone
+
+    from scheduler import services
+
+    zone = timezone.get_current_timezone()
+    for name, hour in (("early-job", 9), ("late-job", 11)):
+        services.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1,
+                            submitted_at=timezone.make_aware(timezone.datetime(2026, 12, 1, hour), zone))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        response = operator_client.get(url, {f"{field}__gte": "2026-12-01T10:00:00"})
+        ancient = operator_client.get(url, {f"{field}__lt": "1111-11-11 11:11:11.111111"})
+    assert response.status_code == 200 and ancient.status_code == 200
+    if field == "submitted_at":
+        page = response.content.decode()
+        assert "late-job" in page and "early-job" not in page
