@@ -42,6 +42,7 @@ CONFIGURATIONS: Mapping[str, tuple[tuple[int, int], ...]] = {
     "yolov3": ((4, 64),),
 }
 SIA_APPLICATIONS: Mapping[str, str] = {"ncf": "cifar10"}  # Sia's Philly files: Pollux's, ncf jobs made cifar10
+JOBS_AT_LOAD_1 = 160  # the jobs of each of the authors' files at load 1.0 (Sia's Philly files too); × load elsewhere
 MIN_SECONDS = 60.0
 MAX_GPU_SECONDS = 1000 * 3600.0
 DAY = 86_400.0

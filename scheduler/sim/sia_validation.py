@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .metrics import ftf_values
 from .runner import Scenario, run_scenario
-from .sampling import SIA_APPLICATIONS, default_cache_dir, sampled_workload
+from .sampling import JOBS_AT_LOAD_1, SIA_APPLICATIONS, default_cache_dir, sampled_workload
 
 HOUR = 3600.0
 
@@ -32,9 +32,6 @@ class WorkloadSet:
     preset: str
     files: int  # a sampled set's are its seeds 1..files
     sampled: bool = False  # drawn from Philly's job list as Sia's Philly files were (sampling.py), not read
-
-
-SAMPLED_JOBS = 160  # the jobs of each of Sia's Philly files (Pollux's generator at its load 1.0)
 
 
 HELD_OUT_RATES = (10, 30, 40, 50)
@@ -96,7 +93,7 @@ class Case:
         """The case as Sia's simulator ran it: 60 s rounds, its cluster, its execution model."""
         workloads = SETS[self.set]
         if workloads.sampled:
-            trace = sampled_workload(traces_dir, default_cache_dir(), SAMPLED_JOBS, self.workload, SIA_APPLICATIONS)
+            trace = sampled_workload(traces_dir, default_cache_dir(), JOBS_AT_LOAD_1, self.workload, SIA_APPLICATIONS)
         else:
             trace = traces_dir / "sia" / "workloads" / workloads.folder / f"workload-{self.workload}.csv"
         return Scenario(trace=str(trace), policy=self.policy, preset=workloads.preset,

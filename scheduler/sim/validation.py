@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import TypeVar
 
 from .runner import Scenario, run_scenario
-from .sampling import default_cache_dir, sampled_workload
+from .sampling import JOBS_AT_LOAD_1, default_cache_dir, sampled_workload
 
 C = TypeVar("C")
 R = TypeVar("R")
 POLICIES = ("pollux", "tiresias", "optimus", "sia-profiled", "sia-hesrpt")  # the authors' three, and ours
 LOADS = ("0.5", "1.0", "1.5", "2.0")
 WORKLOADS = tuple(range(1, 9))
-JOBS_AT_LOAD_1 = 160  # the jobs of each of the authors' files at load 1.0; 80, 240 and 320 at 0.5, 1.5 and 2.0
 REFERENCE_POLICY_CONFIG: dict[str, dict[str, object]] = {
     "tiresias": {"thresholds": (16 * 3600.0,), "starvation_factor": float("inf")},
 }
