@@ -256,25 +256,20 @@ def test_the_sampled_sets_are_new_draws_of_the_generator_behind_sias_philly_file
 def test_validate_pollux_runs_sampled_workloads_against_our_pollux() -> None:
     """`--seed`: a workload drawn at that seed, 160 × load jobs, with no published figure; each policy beside our
     pollux on the same draws."""
+    from scheduler.sim.traces import load_pollux_workload
+    from scheduler.sim.validation import Case
+
     out = StringIO()
     call_command("validate_pollux", "--seed", "11", "--load", "0.5", "--policy", "pollux", "--policy", "sia-hesrpt",
                  "--json", stdout=out)
     rows = {row["policy"]: row for row in json.loads(out.getvalue())["rows"]}
-    assert rows["pollux"]["workloads"] == 1 and rows["pollux"]["vs_our_pollux"] == 0.0
-    ours = rows["sia-hesrpt"]
+    pollux, ours = rows["pollux"], rows["sia-hesrpt"]
+    assert pollux["workloads"] == 1 and pollux["vs_our_pollux"] == 0.0
     assert ours["published_avg_jct_s"] is None and ours["published_pollux_avg_jct_s"] is None
-    assert rows["sia-hesrpt"]["vs_our_pollux"] == pytest.approx(
-        rows["sia-hesrpt"]["ours_avg_jct_s"] / rows["pollux"]["ours_avg_jct_s"] - 1, abs=0.001)
-    from scheduler.sim.validation import Case
-
-    assert len(load_pollux_jobs(Case("pollux", "0.5", 11, sampled=True))) == 80
-    assert len(load_pollux_jobs(Case("pollux", "1.5", 11, sampled=True))) == 240
-
-
-def load_pollux_jobs(case: object) -> list[object]:
-    from scheduler.sim.traces import load_pollux_workload
-
-    return list(load_pollux_workload(Path(case.scenario(settings.TRACES_DIR).trace)))  # type: ignore[attr-defined]
+    assert ours["vs_our_pollux"] == pytest.approx(ours["ours_avg_jct_s"] / pollux["ours_avg_jct_s"] - 1, abs=0.001)
+    for load, jobs in (("0.5", 80), ("1.5", 240)):
+        trace = Path(Case("pollux", load, 11, sampled=True).scenario(settings.TRACES_DIR).trace)
+        assert len(load_pollux_workload(trace)) == jobs
 
 
 @pytest.mark.parametrize("args, message", [(["--seed", "-1"], "--seed must be"),
