@@ -277,3 +277,16 @@ def test_validate_pollux_runs_sampled_workloads_against_our_pollux() -> None:
 def test_validate_pollux_refuses_a_bad_seed(args: list[str], message: str) -> None:
     with pytest.raises(CommandError, match=message):
         call_command("validate_pollux", *args)
+
+
+def test_validate_polluxs_table_shows_each_policy_beside_our_pollux() -> None:
+    from scheduler.management.commands.validate_pollux import Command
+
+    rows = [{"policy": "sia-hesrpt", "load": "0.5", "ours_avg_jct_s": 1361.0, "published_avg_jct_s": None,
+             "difference": None, "published_pollux_avg_jct_s": 1534.0, "wall_s": 31.9, "vs_our_pollux": -0.051},
+            {"policy": "tiresias", "load": "0.5", "ours_avg_jct_s": 1700.0, "published_avg_jct_s": None,
+             "difference": None, "published_pollux_avg_jct_s": None, "wall_s": 20.0, "vs_our_pollux": None}]
+    lines = Command()._table(rows, 2, 50.0).splitlines()
+    assert lines[1].split()[-6:] == ["diff", "vs", "our", "pollux", "sim", "s"]
+    assert lines[2].split() == ["sia-hesrpt", "0.5", "1361", "1534", "-11.3%", "-5.1%", "31.9", "(Pollux's)"]
+    assert lines[3].split() == ["tiresias", "0.5", "1700", "–", "–", "20.0"]

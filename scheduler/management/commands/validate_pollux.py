@@ -47,8 +47,8 @@ class Command(BaseCommand):
 
     def _table(self, rows: list[dict[str, Any]], count: int, wall: float) -> str:
         lines = ["mean of the workloads' average JCT (s), ours vs the Pollux authors' simulator:",
-                 f"  {'policy':12s} {'load':>4s} {'ours':>8s} {'published':>10s} {'diff':>7s} {'sim s':>7s} "
-                 f"{'vs our pollux':>13s}"]
+                 f"  {'policy':12s} {'load':>4s} {'ours':>8s} {'published':>10s} {'diff':>7s} {'vs our pollux':>13s} "
+                 f"{'sim s':>7s}"]
         for row in rows:
             ours, theirs, diff = row["ours_avg_jct_s"], row["published_avg_jct_s"], row["difference"]
             suffix = ""
@@ -56,8 +56,8 @@ class Command(BaseCommand):
                 theirs, suffix = row["published_pollux_avg_jct_s"], " (Pollux's)"
                 diff = ours / theirs - 1 if ours else None
             lines.append(f"  {row['policy']:12s} {row['load']:>4s} {_num(ours):>8s} {_num(theirs):>10s} "
-                         f"{'' if diff is None else f'{diff:+.1%}':>7s} {row['wall_s']:7.1f} "
-                         f"{_percent(row.get('vs_our_pollux')):>13s}{suffix}")
+                         f"{'' if diff is None else f'{diff:+.1%}':>7s} {_percent(row.get('vs_our_pollux')):>13s} "
+                         f"{row['wall_s']:7.1f}{suffix}")
         lines.append(f"{count} simulations in {wall:.0f} s wall")
         return "\n".join(lines)
 
