@@ -110,7 +110,13 @@ def sampled_workload(traces_dir: Path, cache_dir: Path, jobs: int, seed: int,
 
 
 def default_cache_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "cluster-ops-sampled"
+    """This user's cache of drawn files under the system's temporary directory: its own, readable by it alone, so no
+    other user of the machine can plant a "draw" there (``PermissionError`` when it is a link or someone else's)."""
+    folder = Path(tempfile.gettempdir()) / f"cluster-ops-sampled-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+        raise PermissionError(f"{folder} is not a folder of this user's own: sampled workloads are not read from it")
+    return folder
 
 
 _LOADED: dict[Path, list[TraceJob]] = {}

@@ -115,3 +115,21 @@ def test_another_job_list_is_another_draw(tmp_path: Path) -> None:
         paths.append(sampled_workload(traces, cache, 4, seed=1))
     first, second = (load_pollux_workload(path) for path in paths)
     assert paths[0] != paths[1] and [job.submit_seconds for job in first] != [job.submit_seconds for job in second]
+
+
+def test_the_default_cache_is_this_users_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import tempfile
+
+    from scheduler.sim.sampling import default_cache_dir
+
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    folder = default_cache_dir()
+    assert folder.parent == tmp_path and folder.stat().st_mode & 0o077 == 0
+    assert default_cache_dir() == folder
+    folder.rmdir()
+    (tmp_path / "elsewhere").mkdir()
+    folder.symlink_to(tmp_path / "elsewhere")  # a folder planted under this user's name
+    with pytest.raises(PermissionError, match="not a folder of this user.s own"):
+        default_cache_dir()
+    assert os.path.islink(folder)
