@@ -114,17 +114,19 @@ REPRODUCED = {"pollux": frozenset({"pollux", "tiresias", "optimus"}),
 def _as_the_artifact(scenario: Scenario, config: SchedulingConfig) -> SchedulingConfig:
     """The one seam of validation-only scheduling settings: a reproduced policy runs without the calm guards;
     Sia's simulator charges its own restart delays by model, and its policy prices another table of them
-    (policies/sia.py, ``RESTART_SECONDS``)."""
+    (policies/sia.py, ``RESTART_SECONDS``): the reproduced ``sia`` prices that table, ours price the delays charged,
+    as on a live cluster."""
     if not scenario.measured_profiles:
         return config
-    if scenario.policy in REPRODUCED.get(scenario.artifact, ()):
+    reproduced = scenario.policy in REPRODUCED.get(scenario.artifact, ())
+    if reproduced:
         config = dataclasses.replace(config, cycle=dataclasses.replace(config.cycle, payback_seconds=0.0,
                                                                           settle_seconds=0.0,
                                                                           start_between_rounds=False))
     if scenario.artifact != "sia":
         return config
     policy_config = dict(config.policy_config)
-    if issubclass(policy_class(scenario.policy), SiaPolicy):
+    if reproduced and issubclass(policy_class(scenario.policy), SiaPolicy):
         policy_config.setdefault("restart_seconds_by_profile", dict(SIA_POLICY_RESTART_SECONDS))
     return dataclasses.replace(config, policy_config=policy_config, restart_seconds=SIA_DEFAULT_RESTART_SECONDS,
                                restart_seconds_by_profile=SIA_RESTART_SECONDS)
