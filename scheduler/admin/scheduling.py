@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 
-from ..core.policy import policy_names
+from ..core.policy import policy_names, policy_summary
 from ..live.config import scheduler_settings
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
 from ..preview import Preview, preview_round
@@ -20,7 +20,8 @@ from .common import PreviewBeforeSaving
 
 
 def policy_choices() -> list[tuple[str, str]]:
-    return [(name, name) for name in policy_names()]
+    """Each policy by its name and what it trades, so an operator chooses knowingly."""
+    return [(name, f"{name} — {policy_summary(name)}") for name in policy_names()]
 
 
 class SchedulerSettingsForm(forms.ModelForm):

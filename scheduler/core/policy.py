@@ -39,6 +39,8 @@ class Capabilities:
 
 class Policy(Protocol):
     name: ClassVar[str]
+    # One line for an operator choosing a policy: what it favours and what it gives up (``SUMMARY_LIMIT``).
+    summary: ClassVar[str]
     # Elastic policies are re-run every round; event-driven ones only when something can change.
     event_driven: ClassVar[bool]
     capabilities: ClassVar[Capabilities]
@@ -74,6 +76,7 @@ class UnknownPolicy(KeyError):
 
 POLICIES: dict[str, type[Policy]] = {}
 P = TypeVar("P", bound=type)
+SUMMARY_LIMIT = 100  # characters: a summary is read in a drop-down beside the name
 
 
 def register(cls: P) -> P:
@@ -81,6 +84,10 @@ def register(cls: P) -> P:
     name = cls.name  # type: ignore[attr-defined]
     if not isinstance(getattr(cls, "capabilities", None), Capabilities):
         raise TypeError(f"policy {name!r} must declare its capabilities (a Capabilities record)")
+    # Its own: a subclass inheriting its parent's summary would describe the parent in the operator's list.
+    summary = cls.__dict__.get("summary")
+    if not isinstance(summary, str) or not summary.strip() or "\n" in summary or len(summary) > SUMMARY_LIMIT:
+        raise TypeError(f"policy {name!r} must declare its own summary: one line of at most {SUMMARY_LIMIT} characters")
     if name in POLICIES and POLICIES[name] is not cls:
         raise ValueError(f"two policies are named {name!r}")
     POLICIES[name] = cls  # type: ignore[assignment]
@@ -98,6 +105,14 @@ def get_policy(name: str, **policy_config: object) -> Policy:
 def policy_names() -> list[str]:
     load_builtin_policies()
     return sorted(POLICIES)
+
+
+def policy_summary(name: str) -> str:
+    """The one-line description an operator reads beside the policy's name."""
+    load_builtin_policies()
+    if name not in POLICIES:
+        raise UnknownPolicy(name)
+    return POLICIES[name].summary
 
 
 def load_builtin_policies() -> None:

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 import pytest
 
 from scheduler.core.config import DEFAULT_RESTART_SECONDS, SchedulingConfig, build_policy, policy_config_errors
 from scheduler.core.policies.pollux import PolluxPolicy
 from scheduler.core.policies.sia import SiaPolicy
-from scheduler.core.policy import POLICIES, Capabilities, policy_names
+from scheduler.core.policy import (
+    POLICIES,
+    SUMMARY_LIMIT,
+    Capabilities,
+    UnknownPolicy,
+    policy_names,
+    policy_summary,
+    register,
+)
 
 from .policies import job
 
@@ -35,6 +46,28 @@ def test_the_restart_default_has_one_home() -> None:
 def test_every_policy_declares_typed_capabilities() -> None:
     for name in policy_names():
         assert isinstance(POLICIES[name].capabilities, Capabilities), name
+
+
+def test_every_policy_says_in_one_line_of_its_own_what_it_trades() -> None:
+    summaries = {name: POLICIES[name].__dict__.get("summary") for name in policy_names()}
+    for name, summary in summaries.items():
+        assert isinstance(summary, str) and summary.strip() and "\n" not in summary, name
+        assert len(summary) <= SUMMARY_LIMIT, name
+    assert len(set(summaries.values())) == len(summaries)  # no policy describes itself as another does
+    hesrpt = policy_summary("sia-hesrpt")
+    assert "lowest average JCT" in hesrpt and "long jobs finish later" in hesrpt
+
+
+def test_a_policy_without_its_own_summary_is_refused_by_the_registry() -> None:
+    @dataclass(frozen=True)
+    class Unsaid(SiaPolicy):  # inherits sia's summary, which would describe sia in the operator's list
+        name: ClassVar[str] = "unsaid"
+
+    with pytest.raises(TypeError, match="summary"):
+        register(Unsaid)
+    assert "unsaid" not in POLICIES
+    with pytest.raises(UnknownPolicy):
+        policy_summary("unsaid")
 
 
 @pytest.mark.parametrize("bad", [{"restart_seconds": float("nan")}, {"no_such_setting": 1}, [1, 2]])

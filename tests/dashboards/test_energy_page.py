@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from cluster_ops.dashboards import energy
+from scheduler.core.policy import policy_names, policy_summary
 from scheduler.models import WhatIfSweep
 from scheduler.whatif.history import HISTORY, LIVE_CLUSTER
 
@@ -29,6 +30,13 @@ def test_controls_become_choices_with_bounds_and_defaults() -> None:
     with pytest.raises(ValidationError) as refused:  # out of range is refused by name, not clamped
         energy.choices_from([HISTORY, 10_000, *values[2:]])
     assert list(refused.value.message_dict) == ["days"]
+
+
+def test_each_policy_offered_for_a_what_if_says_what_it_trades(history: History, staff: User) -> None:
+    _, policies, *_ = energy.init(1, user=staff)
+    titles = {option["value"]: option["title"] for option in policies}
+    assert titles["sia-hesrpt"] == policy_summary("sia-hesrpt") and titles["tiresias"] == policy_summary("tiresias")
+    assert set(titles) == set(policy_names())
 
 
 def test_a_tenant_user_cannot_start_a_what_if(history: History, vision_user: User) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 from django_celery_beat.models import PeriodicTask
 
+from scheduler.core.policy import policy_summary
 from scheduler.live.config import scheduler_settings
 from scheduler.models import SchedulerSettings, SettingsChange
 from scheduler.schedule import ROUND_SCHEDULE_NAME
@@ -36,6 +38,13 @@ def test_changing_policy_and_interval_in_admin_is_recorded_and_reaches_beat(oper
     recorded = {(c.field, c.old_value, c.new_value, c.actor_id) for c in SettingsChange.objects.all()}
     assert recorded == {("policy", "tiresias", "pollux", operator.pk), ("round_seconds", "60", "20", operator.pk)}
     assert PeriodicTask.objects.get(name=ROUND_SCHEDULE_NAME).interval.every == 20
+
+
+def test_the_policy_list_says_what_each_policy_trades(operator_client: Client) -> None:
+    page = operator_client.get(reverse("admin:scheduler_schedulersettings_change", args=[scheduler_settings().pk]))
+    html = page.content.decode()
+    for name in ("sia-hesrpt", "sia-profiled", "fifo"):
+        assert f'<option value="{name}">{escape(name)} — {escape(policy_summary(name))}</option>' in html, name
 
 
 def test_an_unknown_policy_is_refused_on_the_form(operator_client: Client) -> None:

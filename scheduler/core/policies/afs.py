@@ -46,6 +46,7 @@ from ._ordering import SpeedMemo, arrival_key, gpus_text, resize_note, unschedul
 @register
 class AfsPolicy:
     name: ClassVar[str] = "afs"
+    summary: ClassVar[str] = "AFS-L: each GPU to the job whose completion rate rises most; knows job lengths; elastic"
     event_driven: ClassVar[bool] = False
     capabilities: ClassVar[Capabilities] = Capabilities()
 

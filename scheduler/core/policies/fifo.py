@@ -32,6 +32,10 @@ from ._ordering import arrival_key, grant_in_order
 @register
 class FifoPolicy:
     name: ClassVar[str] = "fifo"
+    summary: ClassVar[str] = (
+        "first come, first served at each job's request: rigid, "
+        "never preempts, knows nothing of jobs"
+    )
     capabilities: ClassVar[Capabilities] = Capabilities(
         count_rule="which fifo gives every job (it does not scale jobs)",
     )

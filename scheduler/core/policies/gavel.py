@@ -47,6 +47,10 @@ NEW_JOB_PRIORITY = 1e9  # Gavel's: a job that has received no time on a type com
 @dataclass(frozen=True)
 class GavelPolicy:
     name: ClassVar[str] = "gavel"
+    summary: ClassVar[str] = (
+        "Gavel: time shares of each GPU type from a linear program "
+        "over per-type throughputs; rigid"
+    )
     event_driven: ClassVar[bool] = False  # time sharing: every round may swap jobs
     capabilities: ClassVar[Capabilities] = Capabilities(
         count_rule="which gavel gives every job (it does not scale jobs)",

@@ -46,6 +46,10 @@ MAX_P = 0.99
 @register
 class HesrptPolicy:
     name: ClassVar[str] = "hesrpt"
+    summary: ClassVar[str] = (
+        "heSRPT: the cluster split among all jobs, the less work "
+        "left the larger the share; elastic"
+    )
     event_driven: ClassVar[bool] = True
     capabilities: ClassVar[Capabilities] = Capabilities()
 

@@ -49,6 +49,7 @@ _NEVER = 1e30
 @register
 class OptimusPolicy:
     name: ClassVar[str] = "optimus"
+    summary: ClassVar[str] = "Optimus: each GPU to the job whose remaining time falls most; knows job lengths; elastic"
     event_driven: ClassVar[bool] = False
     capabilities: ClassVar[Capabilities] = Capabilities()
 

@@ -78,6 +78,10 @@ MAX_MOVES = 20_000
 @dataclass(frozen=True)
 class PolluxPolicy(PricesRestarts):
     name: ClassVar[str] = "pollux"
+    summary: ClassVar[str] = (
+        "Pollux: GPUs and batch size for the most goodput, fair by "
+        "the power mean of speed-ups; elastic"
+    )
     event_driven: ClassVar[bool] = False
     # REALLOC_FACTOR prices restarts (no extra hysteresis in the round); the search is node by node, pricing the
     # nodes a job spans (placement.place, ``consolidate``).

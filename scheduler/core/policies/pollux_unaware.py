@@ -38,6 +38,7 @@ BLIND_TYPE = "any"
 @dataclass(frozen=True)
 class UnawarePolluxPolicy(PolluxPolicy):
     name: ClassVar[str] = "pollux-unaware"
+    summary: ClassVar[str] = "Pollux as Sia ran it, blind to GPU types: for comparison with Sia's published table"
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         blind = super().allocate(type_blind(snap), state)

@@ -30,6 +30,7 @@ from ._ordering import SpeedMemo, arrival_key, grant_in_order
 @register
 class QssfPolicy:
     name: ClassVar[str] = "qssf"
+    summary: ClassVar[str] = "QSSF (Helios): shortest predicted GPU-time first, each job run to completion; rigid"
     capabilities: ClassVar[Capabilities] = Capabilities(
         count_rule="which qssf gives every job (it does not scale jobs)",
         # The simulator predicts the runtimes of jobs without a profile for it, from jobs finished earlier in the run.

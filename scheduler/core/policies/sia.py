@@ -115,6 +115,10 @@ def configurations(snap: ClusterSnapshot) -> list[Configuration]:
 @dataclass(frozen=True)
 class SiaPolicy(PricesRestarts):
     name: ClassVar[str] = "sia"
+    summary: ClassVar[str] = (
+        "Sia as published: a goodput MIP over GPU types, each job "
+        "grown at most 2× a round; elastic"
+    )
     event_driven: ClassVar[bool] = False
     # The restart factor prices restarts (no extra hysteresis in the round); configurations within one node stay
     # on one node.
@@ -442,6 +446,10 @@ class ProfiledSiaPolicy(SiaPolicy):
     """
 
     name: ClassVar[str] = "sia-profiled"
+    summary: ClassVar[str] = (
+        "Sia without its growth ramp where speeds are measured "
+        "(ours): lower average JCT, tail near Sia's"
+    )
     ramp: str = "estimated"
     lambda_a: float = 0.01
     # Sia's pin of a restoring job is left to the restart factor, λ_a and the cycle's payback guard, which price
@@ -463,4 +471,8 @@ class HesrptSiaPolicy(ProfiledSiaPolicy):
     """
 
     name: ClassVar[str] = "sia-hesrpt"
+    summary: ClassVar[str] = (
+        "Sia weighted toward jobs with less work left (ours): the "
+        "lowest average JCT; long jobs finish later"
+    )
     weighting: str = "hesrpt"

@@ -30,6 +30,7 @@ from ._ordering import SpeedMemo, grant_in_order
 @register
 class SrtfPolicy:
     name: ClassVar[str] = "srtf"
+    summary: ClassVar[str] = "shortest remaining time first: knows job lengths, preempts for a shorter job; rigid"
     capabilities: ClassVar[Capabilities] = Capabilities(
         count_rule="which srtf gives every job (it does not scale jobs)",
     )

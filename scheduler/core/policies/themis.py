@@ -41,6 +41,7 @@ from ._ordering import SpeedMemo, grant_in_order, resize_note
 @register
 class ThemisPolicy:
     name: ClassVar[str] = "themis"
+    summary: ClassVar[str] = "Themis: finish-time fairness, the jobs furthest behind a fair share of the cluster first"
     event_driven: ClassVar[bool] = True
     capabilities: ClassVar[Capabilities] = Capabilities()
 

@@ -60,6 +60,7 @@ class _Levels:
 @register
 class TiresiasPolicy:
     name: ClassVar[str] = "tiresias"
+    summary: ClassVar[str] = "Tiresias: least attained GPU-time first, in discrete queues; needs no job lengths; rigid"
     capabilities: ClassVar[Capabilities] = Capabilities(
         count_rule="which tiresias gives every job (it does not scale jobs)",
     )
