@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from scheduler import whatif
+from scheduler.core.policy import policy_summary
 from scheduler.live.config import scheduler_settings
 from scheduler.models import Job, JobState, WhatIfStatus
 from scheduler.sim.trace_formats import load_native
@@ -144,7 +145,7 @@ def test_the_energy_page_starts_from_the_live_settings(history: History, staff: 
     live.policy = "pollux"
     live.save()
     sources, policies, policy, disabled, days_max, days, said = energy.init(0, user=staff)
-    assert policy == "pollux" and {"label": "pollux (live)", "value": "pollux"} in policies
+    assert policy == "pollux" and {"label": "pollux (live)", "value": "pollux", "title": policy_summary("pollux")} in policies
     assert (days_max, days) == (1, 1) and said.startswith("history recorded: 20.") and said.endswith(" h")
     assert not disabled
     assert f"Price ({settings.CURRENCY} per kWh)" in str(energy.app.layout)  # a price says its currency
