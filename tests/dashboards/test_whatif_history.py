@@ -145,7 +145,8 @@ def test_the_energy_page_starts_from_the_live_settings(history: History, staff: 
     live.policy = "pollux"
     live.save()
     sources, policies, policy, disabled, days_max, days, said = energy.init(0, user=staff)
-    assert policy == "pollux" and {"label": "pollux (live)", "value": "pollux", "title": policy_summary("pollux")} in policies
+    live_option = {"label": "pollux (live)", "value": "pollux", "title": policy_summary("pollux")}
+    assert policy == "pollux" and live_option in policies
     assert (days_max, days) == (1, 1) and said.startswith("history recorded: 20.") and said.endswith(" h")
     assert not disabled
     assert f"Price ({settings.CURRENCY} per kWh)" in str(energy.app.layout)  # a price says its currency
