@@ -34,7 +34,7 @@ class FifoPolicy:
     name: ClassVar[str] = "fifo"
     summary: ClassVar[str] = (
         "first come, first served at each job's request: rigid, "
-        "never preempts, knows nothing of jobs"
+        "never preempts, needs no job lengths"
     )
     capabilities: ClassVar[Capabilities] = Capabilities(
         count_rule="which fifo gives every job (it does not scale jobs)",
