@@ -108,11 +108,10 @@ def policy_names() -> list[str]:
 
 
 def policy_summary(name: str) -> str:
-    """The one-line description an operator reads beside the policy's name."""
-    load_builtin_policies()
-    if name not in POLICIES:
-        raise UnknownPolicy(name)
-    return POLICIES[name].summary
+    """The one-line description an operator reads beside the policy's name (``UnknownPolicy`` for no such policy)."""
+    from .config import policy_class
+
+    return policy_class(name).summary
 
 
 def load_builtin_policies() -> None:
