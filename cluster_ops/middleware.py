@@ -8,6 +8,8 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
+from . import bounded_json
+
 DASH_APP_PREFIX = "/django_plotly_dash/"
 DASH_CALLBACK_SUFFIX = "/_dash-update-component"
 
@@ -63,10 +65,27 @@ class DashCallbacksRefuseCraftedRequests:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.method == "POST" and _is_callback(request) and not _is_dash_request(request.body):
+            # django-plotly-dash answers a body it cannot decode with an empty 200, which a client takes for success
+            return JsonResponse({"error": CRAFTED_CALLBACK}, status=400)
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
-        if not (request.path.startswith(DASH_APP_PREFIX) and request.path.endswith(DASH_CALLBACK_SUFFIX)):
+        if not _is_callback(request):
             return None
         logger.warning("refused a Dash callback on %s: %s: %s", request.path, type(exception).__name__, exception)
         return JsonResponse({"error": CRAFTED_CALLBACK}, status=400)
+
+
+def _is_callback(request: HttpRequest) -> bool:
+    return request.path.startswith(DASH_APP_PREFIX) and request.path.endswith(DASH_CALLBACK_SUFFIX)
+
+
+def _is_dash_request(body: bytes) -> bool:
+    """A JSON object, nested no deeper than ``bounded_json`` allows, naming the outputs it asks for, as Dash's
+    renderer sends."""
+    try:
+        decoded = bounded_json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(decoded, dict) and isinstance(decoded.get("output"), str)

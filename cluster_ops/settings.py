@@ -123,7 +123,18 @@ CSRF_COOKIE_NAME = "_csrf_token"  # the cookie Dash's renderer sends back as X-C
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000 if HTTPS else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
 SECURE_HSTS_PRELOAD = HTTPS
-BEHIND_PROXY = envbool("BEHIND_PROXY", False)
+
+
+def trusted_proxies(name: str) -> int:
+    """How many proxies in front of the site append to ``X-Forwarded-For``: ``false`` (or unset) 0, ``true`` 1, or a
+    number. With 0 the header is ignored, so a client cannot choose the address its throttles and lock-out count."""
+    raw = os.environ.get(name, "").strip().lower()
+    if raw.isdigit() and len(raw) <= 2:
+        return int(raw)
+    return int(envbool(name, False))
+
+
+BEHIND_PROXY = trusted_proxies("BEHIND_PROXY")
 if BEHIND_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_HTTPONLY = True
@@ -137,7 +148,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_celery_beat",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",  # API tokens, stored hashed (cluster_ops/api_tokens.py)
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI's files, served by us: /api/docs/ works offline
@@ -347,7 +358,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["scheduler.api.parsers.BoundedJSONParser"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -356,7 +367,9 @@ REST_FRAMEWORK = {
     # the API keeps answering while Redis is down.
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle",
                                  "rest_framework.throttling.UserRateThrottle"],
-    "NUM_PROXIES": 1 if BEHIND_PROXY else None,
+    # The client's address is the connection's, or the one the nearest trusted proxy saw (cluster_ops.security);
+    # None would make DRF trust a client's own X-Forwarded-For.
+    "NUM_PROXIES": BEHIND_PROXY,
     "DEFAULT_THROTTLE_RATES": {
         "anon": envstr("API_ANON_RATE", "30/minute"), "user": envstr("API_USER_RATE", "1200/minute"),
         "job-report": envstr("API_REPORT_RATE", "120/minute"),  # per job: workers report every few seconds
@@ -365,6 +378,8 @@ REST_FRAMEWORK = {
     },
     "EXCEPTION_HANDLER": "scheduler.api.errors.api_exception_handler",
 }
+# API tokens (django-rest-knox): no expiry unless admin sets one; `Authorization: Token <token>` as before.
+REST_KNOX = {"TOKEN_TTL": None, "AUTO_REFRESH": False, "AUTH_HEADER_PREFIX": "Token"}
 SPECTACULAR_SETTINGS = {
     "TITLE": "Cluster Ops API",
     "DESCRIPTION": "Submit, inspect and steer training jobs; workers report progress.",

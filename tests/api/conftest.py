@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from cluster_ops.api_tokens import issue_token
 from scheduler import services
 from scheduler.models import Job, Tenant
 
@@ -36,7 +36,7 @@ def token_client(user: User | None, enforce_csrf_checks: bool = False) -> APICli
     """An API client authenticated by ``user``'s token (anonymous for None)."""
     client = APIClient(enforce_csrf_checks=enforce_csrf_checks)
     if user is not None:
-        client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+        client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(user)}")
     return client
 
 

@@ -29,7 +29,7 @@ def people(member: User, outsider: User, operator: User) -> dict[str, User | Non
 
 # --- web pages (session) --------------------------------------------------------------
 
-ADMIN_APPS = ("scheduler", "cluster_ops", "authtoken")
+ADMIN_APPS = ("scheduler", "cluster_ops", "knox")
 ADMIN_ONLY = {"anonymous": LOGIN, "member": LOGIN, "outsider": LOGIN, "staff": 200}
 
 
@@ -48,7 +48,7 @@ WEB_PAGES: list[tuple[str, dict[str, int | str]]] = [
 
 def test_the_matrix_covers_the_scheduler_admin_and_tokens() -> None:
     names = {name for name, _ in WEB_PAGES}
-    assert {"admin:scheduler_job_changelist", "admin:authtoken_tokenproxy_changelist"} <= names
+    assert {"admin:scheduler_job_changelist", "admin:knox_authtoken_changelist"} <= names
     assert len([name for name in names if name.startswith("admin:scheduler_")]) >= 10
 
 

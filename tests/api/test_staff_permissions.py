@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Permission, User
-from rest_framework.authtoken.models import Token
+from knox.models import AuthToken
 from rest_framework.test import APIClient
 
 from scheduler.models import Job, Node
@@ -20,7 +20,7 @@ def bare_staff(db: None) -> User:
 
 def grant(user: User, *codenames: str) -> APIClient:
     user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
-    Token.objects.filter(user=user).delete()
+    AuthToken.objects.filter(user=user).delete()
     return token_client(User.objects.get(pk=user.pk))  # a fresh object: permissions are cached per instance
 
 

@@ -30,11 +30,11 @@ JOBS, THREADS, DUPLICATED = 200, 32, 20  # every 10th job is also sent a second 
 
 SETUP = """
 from django.contrib.auth.models import User
-from rest_framework.authtoken.models import Token
+from cluster_ops.api_tokens import issue_token
 from scheduler.models import Tenant
 user = User.objects.create_user("client")
 Tenant.objects.create(name="vision", gpu_quota=8).members.add(user)
-print("TOKEN=" + Token.objects.create(user=user).key)
+print("TOKEN=" + issue_token(user))
 """
 
 

@@ -27,8 +27,8 @@ import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
+from cluster_ops.api_tokens import issue_token
 from scheduler import services
 from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Job, RoundStatus, SchedulingRound, Tenant, WhatIfRun
 from scheduler.schedule import sync_round_schedule, update_settings
@@ -118,7 +118,7 @@ def seed() -> str:
                             min_gpus=1, max_gpus=2)
     update_settings(policy="tiresias", round_seconds=2, executor="simulated")
     sync_round_schedule()
-    return Token.objects.create(user=admin).key
+    return issue_token(admin)
 
 
 def start_stack(stack: Stack, tmp_path: Path) -> None:

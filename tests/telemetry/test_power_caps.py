@@ -10,9 +10,9 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.test import Client
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from cluster_ops.api_tokens import issue_token
 from scheduler import services
 from scheduler.models import Gpu, GpuHealth, Node
 from telemetry import tasks
@@ -134,7 +134,7 @@ def test_simulated_gpus_are_capped_at_once_and_sample_lower(capped_node: Node,
 
 def api(user: User) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(user)}")
     return client
 
 
