@@ -65,10 +65,15 @@ class DashCallbacksRefuseCraftedRequests:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if request.method == "POST" and _is_callback(request) and not _is_dash_request(request.body):
-            # django-plotly-dash answers a body it cannot decode with an empty 200, which a client takes for success
-            return JsonResponse({"error": CRAFTED_CALLBACK}, status=400)
         return self.get_response(request)
+
+    def process_view(self, request: HttpRequest, callback: Callable, callback_args: tuple,
+                     callback_kwargs: dict) -> HttpResponse | None:
+        """After the CSRF check (listed after ``DashCallbacksCsrf``): a body that is not a Dash request is a 400 —
+        django-plotly-dash answers one it cannot decode with an empty 200, which a client takes for success."""
+        if request.method == "POST" and _is_callback(request) and not _is_dash_request(request.body):
+            return JsonResponse({"error": CRAFTED_CALLBACK}, status=400)
+        return None
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not _is_callback(request):

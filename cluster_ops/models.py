@@ -81,6 +81,7 @@ class Report(models.Model):
 
     class Meta:
         ordering = ["-period_start", "kind", "tenant__name", "-id"]
+        permissions = [("send_report", "Can e-mail reports to their recipients")]
         constraints = [
             # Two partial constraints: NULL tenants (cluster-wide) are never equal in a plain unique constraint.
             models.UniqueConstraint(fields=["kind", "period_start", "period_end", "tenant"],

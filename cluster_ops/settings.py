@@ -140,7 +140,7 @@ if BEHIND_PROXY:
 SESSION_COOKIE_HTTPONLY = True
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "cluster_ops.admin_site.ClusterOpsAdminConfig",  # django.contrib.admin, whose actions all need a permission
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -375,6 +375,8 @@ REST_FRAMEWORK = {
         "job-report": envstr("API_REPORT_RATE", "120/minute"),  # per job: workers report every few seconds
         # Wrong API or job tokens per address, then 429 (scheduler/api/throttles.py, FailedCredentialsThrottle).
         "failed-credentials": envstr("API_FAILED_CREDENTIALS_RATE", "20/minute"),
+        # What-if sweeps one user starts from the Energy page (scheduler/api/throttles.py, WhatIfStartThrottle).
+        "whatif-start": envstr("WHATIF_START_RATE", "3/minute"),
     },
     "EXCEPTION_HANDLER": "scheduler.api.errors.api_exception_handler",
 }

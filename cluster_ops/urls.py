@@ -7,10 +7,6 @@ from .dashboards import pages
 
 pages.load_apps()  # each page's DjangoDash registers itself on import
 
-admin.site.site_header = "Cluster Ops administration"
-admin.site.site_title = "Cluster Ops"
-admin.site.index_title = "Jobs, GPUs and schedules"
-admin.site.enable_nav_sidebar = False  # its 300 px cut columns off the lists at 1366 px; the index has the links
 
 urlpatterns = [
     path("", views.home, name="home"),  # the Overview dashboard

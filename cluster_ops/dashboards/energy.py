@@ -8,6 +8,7 @@ what-ifs; everyone sees past ones, with the per-tenant figures of their own tena
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import Any
 
@@ -19,11 +20,13 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from scheduler.api.throttles import WhatIfStartThrottle
 from scheduler.core.policy import policy_summary
 from scheduler.live.config import scheduler_settings
 from scheduler.sim.catalogue import metric
 from scheduler.sim.metrics import SimulationSummary
 from scheduler.sim.presets import PRESET_LOADERS
+from scheduler.sim.scenario import number_error
 from scheduler.whatif.history import (
     HISTORY,
     LIVE_CLUSTER,
@@ -54,6 +57,7 @@ TICK_MS = 1000
 MAX_DAYS = 90  # of history to replay
 DEFAULT_DAYS = 7
 COST_LABEL = metric("cost").label  # its figures are in settings.CURRENCY
+START_PERMISSION = "scheduler.add_whatifrun"
 NO_RUN = "No what-if yet: choose the settings above and press “Run what-if”."
 
 
@@ -149,7 +153,7 @@ def init(_: int, *, user: Viewer, **__: object) -> tuple[Any, ...]:
     span = history_span(timezone.now())
     days = MAX_DAYS if span is None else max(1, min(MAX_DAYS, -(-span // timedelta(days=1))))
     said = "no job has started yet" if span is None else f"history recorded: {span_text(span)}"
-    return sources, policies, live, not user.is_staff, days, min(DEFAULT_DAYS, days), said
+    return sources, policies, live, not may_start_whatifs(user), days, min(DEFAULT_DAYS, days), said
 
 
 @app.callback([*(Output(f"energy-cap-col-{t}", "style") for t in CAP_TYPES), Output("energy-cap-watts", "children")],
@@ -180,28 +184,59 @@ CONTROLS = ["energy-source", "energy-days", "energy-cluster", "energy-max-jobs",
 
 
 def choices_from(values: list[Any]) -> Choices:
-    """The controls' values (``CONTROLS`` order) as ``Choices``; an empty number falls back to its default, anything
-    that is not a value the control could send is a ``ValidationError`` naming the field."""
+    """The controls' values (``CONTROLS`` order) as ``Choices``. Each number is checked by the scenario's own rule
+    for its field (``scenario.number_error``: the API's limits and message); an empty box is refused by name, never
+    replaced by a default behind the operator's back — only "Jobs" may be empty (all of them)."""
     if len(values) != len(CONTROLS):
         raise ValidationError({"controls": "The page sent a different set of settings; reload it."})
     source, days, cluster, max_jobs, policy, down, spares, min_off, load, pue, grid, price = values[:12]
     texts = {"source": source, "cluster": cluster, "policy": policy}
     if not all(value is None or (isinstance(value, str) and len(value) <= 1000) for value in texts.values()):
         raise ValidationError({name: "Expected a choice from the list." for name, value in texts.items()})
+    minutes_off = _whole(min_off)
+    numbers = {"max_jobs": _whole(max_jobs) if max_jobs not in (None, "") else None,
+               "power_down_spares": _whole(spares) if down else None,
+               "min_off_seconds": 60 * minutes_off if _is_number(minutes_off) else minutes_off,
+               "load_factor": load, "pue": pue, "grid_g_co2_per_kwh": grid, "price_per_kwh": price}
+    errors = {name: problem for name, value in numbers.items() if (problem := number_error(name, value))}
+    if (problem := _days_error(days)) is not None:
+        errors["days"] = problem
+    caps = dict(zip(CAP_TYPES, values[12:], strict=True))
+    errors |= {f"power_caps_by_type ({t})": problem for t, cap in caps.items()
+               if cap is not None and (problem := number_error("power_cap_fraction", cap))}
+    if errors:
+        raise ValidationError(errors)
     default = Choices()
     return Choices(
-        source=source or HISTORY, days=int(common.number(days, "days", 1, MAX_DAYS, default.days)),
-        cluster=cluster or LIVE_CLUSTER, policy=policy or default.policy,
-        max_jobs=int(common.number(max_jobs, "max_jobs", 1, 10_000_000, 0)) or None,
-        power_caps={t: common.number(cap, f"power cap ({t})", 0.1, 1.0, 1.0)
-                    for t, cap in zip(CAP_TYPES, values[12:], strict=True)},
-        power_down_spares=int(common.number(spares, "spares", 0, 10_000, 0)) if down else None,
-        min_off_seconds=60.0 * common.number(min_off, "min_off", 0, 1440, 10),
-        load_factor=common.number(load, "load_factor", 0.01, 100, 1.0),
-        pue=common.number(pue, "pue", 1.0, 5.0, default.pue),
-        grid_g_co2_per_kwh=common.number(grid, "grid", 0, 5000, default.grid_g_co2_per_kwh),
-        price_per_kwh=common.number(price, "price", 0, 1000, default.price_per_kwh),
+        source=source or HISTORY, days=_whole(days), cluster=cluster or LIVE_CLUSTER, policy=policy or default.policy,
+        max_jobs=numbers["max_jobs"], power_caps={t: float(cap) if cap is not None else 1.0 for t, cap in caps.items()},
+        power_down_spares=numbers["power_down_spares"], min_off_seconds=float(numbers["min_off_seconds"]),
+        load_factor=float(load), pue=float(pue), grid_g_co2_per_kwh=float(grid), price_per_kwh=float(price),
     )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _whole(value: Any) -> Any:
+    """A control's whole number as an ``int`` (a browser sends 7.0 for 7); anything else as it came, for the rule
+    to name."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _days_error(days: Any) -> str | None:
+    days = _whole(days)
+    if not isinstance(days, int) or isinstance(days, bool):
+        return f"Expected a whole number of days, got {str(days)[:40]!r}."
+    return None if 1 <= days <= MAX_DAYS else f"Must be between 1 and {MAX_DAYS}, got {str(days)[:40]}."
+
+
+def may_start_whatifs(user: Viewer) -> bool:
+    """The permission the API asks for the same start (``POST /api/whatif/``)."""
+    return bool(user.is_authenticated and user.is_staff and user.has_perm(START_PERMISSION))
 
 
 @app.callback([Output("energy-sweep", "options"), Output("energy-sweep", "value"),
@@ -210,15 +245,19 @@ def choices_from(values: list[Any]) -> Choices:
 def run_or_list(clicks: int | None, _: int, *values: Any, user: Viewer, **__: object) -> tuple[Any, Any, Any]:
     """On load: the past sweeps, the newest shown. On "Run what-if": start one and show it."""
     message, chosen = None, None
-    if not user.is_staff:
-        message = html.Div("Operators start what-ifs; you see past ones, with your tenants' own figures.",
-                           className="small text-muted")
+    if not may_start_whatifs(user):
+        message = html.Div("Operators with the permission to add what-if runs start what-ifs; you see past ones, "
+                           "with your tenants' own figures.", className="small text-muted")
     if clicks:
-        if not user.is_staff:
-            message = dbc.Alert("Only operators start what-ifs.", color="warning", className="small py-2 mb-0")
+        if not may_start_whatifs(user):
+            message = dbc.Alert("Only operators with the permission to add what-if runs start what-ifs.",
+                                color="warning", className="small py-2 mb-0")
         else:
             try:
-                sweep = start_whatif(user, choices_from(list(values)), timezone.now())
+                choices = choices_from(list(values))
+                if (throttled := WhatIfStartThrottle().refused(user)) is not None:
+                    raise ValueError(throttled)
+                sweep = start_whatif(user, choices, timezone.now())
                 chosen = sweep.pk
                 message = dbc.Alert(f"Started “{sweep.name}”.", color="success", className="small py-2 mb-0")
             except ValidationError as error:

@@ -42,20 +42,27 @@ class ReportAdmin(ZonedTimeFilters, admin.ModelAdmin):
                  for fmt in ("pdf", "html", "csv") if getattr(report, fmt)]
         return format_html_join(" · ", '<a href="{}">{}</a>', links) or "–"
 
-    @admin.action(description="Make the selected reports again (replaces their files)")
+    @admin.action(description="Make the selected reports again (replaces their files)", permissions=["make"])
     def make_again(self, request: HttpRequest, queryset: QuerySet[Report]) -> None:
         now = timezone.now()
         for report in queryset.select_related("tenant"):
             services.make_report(services.period_of(report), report.tenant, user=request.user, now=now)
         self.message_user(request, f"{queryset.count()} report(s) made again.", messages.SUCCESS)
 
-    @admin.action(description="E-mail the selected reports to their recipients")
+    @admin.action(description="E-mail the selected reports to their recipients", permissions=["send"])
     def send(self, request: HttpRequest, queryset: QuerySet[Report]) -> None:
         queued = sum(len(services.send_report(report)) for report in queryset.filter(status=ReportStatus.READY))
         self.message_user(request, f"{queued} e-mail(s) queued.", messages.SUCCESS)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # made by beat, the reports page or `manage.py make_report`
+
+    def has_make_permission(self, request: HttpRequest) -> bool:
+        """Making a report is adding one, as on the reports page (there the page adds it, not this form)."""
+        return request.user.has_perm("cluster_ops.add_report")
+
+    def has_send_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("cluster_ops.send_report")
 
 
 @admin.register(ReportRecipient)

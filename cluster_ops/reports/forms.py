@@ -8,10 +8,23 @@ from typing import Any
 from django import forms
 from django.contrib.auth.models import AnonymousUser, User
 
+from cluster_ops.models import Report
 from scheduler.models import Tenant
 
 from . import periods
+from .deliver import recipients_for
 from .services import first_data_day
+
+MAKE_PERMISSION, SEND_PERMISSION = "cluster_ops.add_report", "cluster_ops.send_report"
+
+
+def may_make_reports(user: User | AnonymousUser) -> bool:
+    """Staff, who see every tenant, need the permission admin asks for; tenant users make their own tenants'."""
+    return user.is_authenticated and (not user.is_staff or user.has_perm(MAKE_PERMISSION))
+
+
+def has_recipients(kind: str | None, tenant: Tenant | None) -> bool:
+    return recipients_for(Report(kind=kind or "", tenant=tenant)).exists()
 
 PERIODS = [(periods.DAILY, "yesterday (daily)"), (periods.WEEKLY, "last week, Monday to Sunday (weekly)"),
            (periods.CUSTOM, "from … to … (custom)")]
@@ -33,8 +46,9 @@ class ReportRequestForm(forms.Form):
         tenant.queryset = Tenant.objects.visible_to(user).order_by("name")
         if user.is_staff:
             tenant.empty_label = "whole cluster"
-        else:  # tenant users make their own tenants' reports, and do not e-mail anyone
+        else:  # tenant users make their own tenants' reports
             tenant.required, tenant.empty_label = True, None
+        if not user.has_perm(SEND_PERMISSION):  # e-mailing needs the permission admin's "E-mail" action needs
             del self.fields["send"]
 
     def clean(self) -> dict[str, Any]:
@@ -49,4 +63,7 @@ class ReportRequestForm(forms.Form):
                 self.chosen_period = periods.last_complete(kind, self.now)
         except ValueError as error:
             raise forms.ValidationError(str(error)) from None
+        if data.get("send") and self.chosen_period is not None and not has_recipients(kind, data.get("tenant")):
+            self.add_error("send", "Nobody receives these reports: add recipients in admin (Report recipients), "
+                                   "or untick this box.")
         return data

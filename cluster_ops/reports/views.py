@@ -7,6 +7,7 @@ is a 404, like any object one may not see.
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -16,7 +17,7 @@ from django.views.decorators.http import require_GET
 from cluster_ops.models import Report
 
 from . import services
-from .forms import ReportRequestForm
+from .forms import ReportRequestForm, may_make_reports
 
 CONTENT_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf", "csv": "text/csv; charset=utf-8",
                  "accounting": "text/csv; charset=utf-8"}
@@ -25,6 +26,8 @@ HTML_POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
 def report_list(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST" and not may_make_reports(request.user):
+        raise PermissionDenied("Making reports needs the permission to add reports (as in admin).")
     form = ReportRequestForm(request.user, timezone.now(), data=request.POST or None)
     if request.method == "POST" and form.is_valid() and form.chosen_period is not None:
         report = services.request_report(form.chosen_period, form.cleaned_data["tenant"], request.user,
@@ -34,7 +37,8 @@ def report_list(request: HttpRequest) -> HttpResponse:
         return redirect("reports:list")
     reports = Report.objects.visible_to(request.user).select_related("tenant").prefetch_related("deliveries")
     page = Paginator(reports, 50).get_page(request.GET.get("page"))
-    return render(request, "reports/list.html", {"form": form, "page": page}, status=400 if form.errors else 200)
+    context = {"form": form, "page": page, "may_make": may_make_reports(request.user)}
+    return render(request, "reports/list.html", context, status=400 if form.errors else 200)
 
 
 @require_GET

@@ -36,11 +36,11 @@ class NodeAdmin(CapPowerPermission, admin.ModelAdmin):
     inlines = (GpuInline,)
     actions = ("cordon", "uncordon", cap_power)
 
-    @admin.action(description="Cordon selected nodes (no new allocations)")
+    @admin.action(description="Cordon selected nodes (no new allocations)", permissions=["change"])
     def cordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
         self.message_user(request, f"{services.set_node_schedulable(list(queryset), False)} node(s) cordoned.")
 
-    @admin.action(description="Uncordon selected nodes")
+    @admin.action(description="Uncordon selected nodes", permissions=["change"])
     def uncordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
         self.message_user(request, f"{services.set_node_schedulable(list(queryset), True)} node(s) uncordoned.")
 
@@ -72,15 +72,15 @@ class GpuAdmin(CapPowerPermission, admin.ModelAdmin):
     list_select_related = ("node",)
     actions = ("mark_ok", "mark_degraded", "mark_lost", cap_power)
 
-    @admin.action(description="Mark selected GPUs ok")
+    @admin.action(description="Mark selected GPUs ok", permissions=["change"])
     def mark_ok(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
         self._mark(request, queryset, GpuHealth.OK)
 
-    @admin.action(description="Mark selected GPUs degraded")
+    @admin.action(description="Mark selected GPUs degraded", permissions=["change"])
     def mark_degraded(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
         self._mark(request, queryset, GpuHealth.DEGRADED)
 
-    @admin.action(description="Mark selected GPUs lost (the scheduler stops using them)")
+    @admin.action(description="Mark selected GPUs lost (the scheduler stops using them)", permissions=["change"])
     def mark_lost(self, request: HttpRequest, queryset: QuerySet[Gpu]) -> None:
         self._mark(request, queryset, GpuHealth.LOST)
 

@@ -200,15 +200,15 @@ class JobAdmin(ZonedTimeFilters, admin.ModelAdmin):
         if changed:
             obj.save(update_fields=sorted(changed))
 
-    @admin.action(description="Cancel selected jobs")
+    @admin.action(description="Cancel selected jobs", permissions=["change"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         self._apply(request, queryset, lambda job: services.cancel_job(job, actor=request.user), "cancelled")
 
-    @admin.action(description="Requeue selected jobs")
+    @admin.action(description="Requeue selected jobs", permissions=["change"])
     def requeue_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         self._apply(request, queryset, lambda job: services.requeue_job(job, actor=request.user), "requeued")
 
-    @admin.action(description="Change priority of selected jobs")
+    @admin.action(description="Change priority of selected jobs", permissions=["change"])
     def change_priority(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         form = PriorityForm(request.POST if "apply" in request.POST else None)
         if not form.is_valid():
@@ -218,7 +218,7 @@ class JobAdmin(ZonedTimeFilters, admin.ModelAdmin):
                     f"given priority {priority}")
         return None
 
-    @admin.action(description="Change GPU bounds of selected jobs")
+    @admin.action(description="Change GPU bounds of selected jobs", permissions=["change"])
     def change_gpu_bounds(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         form = GpuBoundsForm(request.POST if "apply" in request.POST else None)
         if not form.is_valid():

@@ -116,7 +116,7 @@ class WhatIfRunAdmin(ReadOnlyResultsAdmin):
     def summary_table(self, run: WhatIfRun) -> str:
         return key_value_table(run.summary)
 
-    @admin.action(description="Run again")
+    @admin.action(description="Run again", permissions=["add"])  # a new run, as POST /api/whatif/
     def run_again(self, request: HttpRequest, queryset: QuerySet[WhatIfRun]) -> None:
         started = 0
         for run in queryset:

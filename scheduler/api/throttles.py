@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, NoReturn
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from rest_framework.exceptions import Throttled
 from rest_framework.request import Request
@@ -55,6 +56,25 @@ class FailedCredentialsThrottle(SimpleRateThrottle):
     def count_failure(self, request: Request) -> None:
         self.refuse_if_spent(request)  # loads the history (and refuses a failure past the budget as well)
         self.throttle_success()
+
+
+class WhatIfStartThrottle(SimpleRateThrottle):
+    """What-if sweeps one user starts (``whatif-start`` rate), counted when one is started: each is two or more
+    simulations on the background workers, so a button pressed again and again must not fill their queue."""
+
+    scope = "whatif-start"
+    num_requests: int  # set from the rate by SimpleRateThrottle.__init__
+    duration: int
+
+    def get_cache_key(self, request: Any, view: APIView | None) -> str | None:
+        return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
+
+    def refused(self, user: Any) -> str | None:
+        """Why ``user`` may not start another sweep now, or None (and then this start is counted)."""
+        if self.allow_request(SimpleNamespace(user=user), None):  # type: ignore[arg-type]
+            return None
+        wait = self.wait() or 0
+        return f"You started {self.num_requests} what-ifs within {self.duration} s; try again in {wait:.0f} s."
 
 
 class ThrottleAnonymousRefusals:

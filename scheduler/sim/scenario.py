@@ -147,17 +147,22 @@ def _trace_errors(trace: Any) -> dict[str, str]:
 
 
 def _number_errors(scenario: Scenario) -> dict[str, str]:
-    errors = {}
-    for name, (low, high) in LIMITS.items():
-        value = getattr(scenario, name)
-        if value is None and name in OPTIONAL_FIELDS:
-            continue
-        kind = int if name in INTEGER_FIELDS else (int, float)
-        if not isinstance(value, kind) or isinstance(value, bool) or not _finite(value):
-            errors[name] = f"Expected {'an integer' if kind is int else 'a number'}, got {_shown(value)}."
-        elif not low <= value <= high:
-            errors[name] = f"Must be between {low:g} and {high:g}, got {value!r}."
+    errors = {name: problem for name in LIMITS if (problem := number_error(name, getattr(scenario, name)))}
     return errors
+
+
+def number_error(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the scenario's number field ``name`` (its type and ``LIMITS``), or None:
+    the one rule for that field, wherever the value is typed (the API, the Energy page)."""
+    low, high = LIMITS[name]
+    if value is None and name in OPTIONAL_FIELDS:
+        return None
+    kind = int if name in INTEGER_FIELDS else (int, float)
+    if not isinstance(value, kind) or isinstance(value, bool) or not _finite(value):
+        return f"Expected {'an integer' if kind is int else 'a number'}, got {_shown(value)}."
+    if not low <= value <= high:
+        return f"Must be between {low:g} and {high:g}, got {value!r}."
+    return None
 
 
 def _finite(value: int | float) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.utils import timezone
 
 from cluster_ops.celery import app as celery_app
@@ -20,7 +20,10 @@ def history(db: None) -> History:
 
 @pytest.fixture
 def staff(db: None) -> User:
-    return User.objects.create_user("ops", password="pw-ops-12345", is_staff=True)
+    """An operator who may start what-ifs (``add_whatifrun``, as ``POST /api/whatif/`` asks)."""
+    user = User.objects.create_user("ops", password="pw-ops-12345", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="add_whatifrun"))
+    return User.objects.get(pk=user.pk)
 
 
 @pytest.fixture

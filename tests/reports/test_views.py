@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from cluster_ops.models import Report, ReportDelivery, ReportRecipient, ReportStatus
@@ -25,8 +25,11 @@ def reports(week: Week, made_at: datetime) -> dict[str, Report]:
 
 @pytest.fixture
 def staff(db: None) -> Client:
+    """An operator who may make and e-mail reports (``add_report``, ``send_report``), as in admin."""
+    user = User.objects.create_user("ops", password="pw-ops-12345", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=["add_report", "send_report"]))
     client = Client()
-    client.force_login(User.objects.create_user("ops", password="pw-ops-12345", is_staff=True))
+    client.force_login(user)
     return client
 
 
