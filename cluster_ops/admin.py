@@ -3,9 +3,12 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.http import HttpRequest
+from django_celery_beat.admin import IntervalScheduleAdmin
+from django_celery_beat.models import IntervalSchedule
 from knox.models import AuthToken
 
 from .api_tokens import TOKEN_PREFIX
+from .beat import MAX_INTERVAL_SECONDS
 from .models import Heartbeat
 from .reports import admin as reports_admin  # noqa: F401  (registers the reports' admin)
 
@@ -63,3 +66,27 @@ class ApiTokenAdmin(admin.ModelAdmin):
         obj.pk = made.pk
         self.message_user(request, f"API token of {obj.user}: {token} — copy it now, it is not shown again.",
                           messages.WARNING)
+
+
+class BoundedIntervalForm(forms.ModelForm):
+    class Meta:
+        model = IntervalSchedule
+        fields = ("every", "period")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        every, period = cleaned.get("every"), cleaned.get("period")
+        unit = {"days": 86_400, "hours": 3_600, "minutes": 60, "seconds": 1, "microseconds": 1e-6}.get(period or "", 1)
+        if isinstance(every, int) and every * unit > MAX_INTERVAL_SECONDS:
+            self.add_error("every", f"At most {MAX_INTERVAL_SECONDS // 86_400} days; rarer tasks need a crontab.")
+        return cleaned
+
+
+admin.site.unregister(IntervalSchedule)
+
+
+@admin.register(IntervalSchedule)
+class BoundedIntervalScheduleAdmin(IntervalScheduleAdmin):
+    """django-celery-beat's interval admin, bounded so that beat can always run what it saves."""
+
+    form = BoundedIntervalForm

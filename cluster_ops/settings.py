@@ -22,6 +22,8 @@ import dj_database_url
 from csp.constants import NONCE
 from django.core.management.utils import get_random_secret_key
 
+from scheduler.bounds import MAX_ROUND_SECONDS  # the env settings that seed the round obey its bound
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 CONFIGURATION_ERRORS: list[str] = []
 
@@ -42,7 +44,7 @@ def envbool(name: str, default: bool = False) -> bool:
     return default
 
 
-def envint(name: str, default: int, *, minimum: int = 0) -> int:
+def envint(name: str, default: int, *, minimum: int = 0, maximum: int = 2**31 - 1) -> int:
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -53,6 +55,9 @@ def envint(name: str, default: int, *, minimum: int = 0) -> int:
         return default
     if value < minimum:
         CONFIGURATION_ERRORS.append(f"{name}={value} is below its minimum {minimum}")
+        return default
+    if value > maximum:
+        CONFIGURATION_ERRORS.append(f"{name}={value} is above its maximum {maximum}")
         return default
     return value
 
@@ -291,7 +296,7 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TIMEZONE = TIME_ZONE
-CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULER = "cluster_ops.beat:GuardedDatabaseScheduler"  # django-celery-beat's, one bad entry refused
 HEARTBEAT_SECONDS = envint("HEARTBEAT_SECONDS", 30, minimum=1)
 # A running what-if's or report's heartbeat moves this often, from a thread of its own (cluster_ops/liveness.py); one
 # whose heartbeat stopped this long lost its worker (killed mid-run) and is run again.
@@ -343,10 +348,10 @@ MAX_ATTEMPTS = 3
 
 # The scheduling round: its default interval (changed at run time in admin) and the
 # lease that keeps rounds one at a time; a worker killed mid-round holds it at most this long.
-ROUND_SECONDS = envint("ROUND_SECONDS", 60, minimum=1)
-ROUND_LEASE_SECONDS = envint("ROUND_LEASE_SECONDS", 120, minimum=1)
+ROUND_SECONDS = envint("ROUND_SECONDS", 60, minimum=1, maximum=MAX_ROUND_SECONDS)
+ROUND_LEASE_SECONDS = envint("ROUND_LEASE_SECONDS", 120, minimum=1, maximum=2 * MAX_ROUND_SECONDS)
 # The demo cluster's round interval, set once when `make run` seeds it (scheduler/demo.py).
-DEMO_ROUND_SECONDS = envint("DEMO_ROUND_SECONDS", 30, minimum=1)
+DEMO_ROUND_SECONDS = envint("DEMO_ROUND_SECONDS", 30, minimum=1, maximum=MAX_ROUND_SECONDS)
 
 # --- REST API (scheduler/api/) --------------------------------------------------------
 # Token first: an anonymous client gets 401 with `WWW-Authenticate: Token`. Session
@@ -432,7 +437,8 @@ SLURM_PARTITION = envstr("SLURM_PARTITION", "")  # empty: Slurm's default partit
 SLURM_TIMEOUT_SECONDS = envint("SLURM_TIMEOUT_SECONDS", 10, minimum=1)
 # Batch scripts a job may name (Job.script_path) must lie under this folder; empty: only commands.
 SLURM_SCRIPT_DIR = envstr("SLURM_SCRIPT_DIR", "")
-SLURM_ROUND_SECONDS = envint("SLURM_ROUND_SECONDS", 20, minimum=1)  # `make run` on Slurm: a round this often
+# `make run` on Slurm: a round this often
+SLURM_ROUND_SECONDS = envint("SLURM_ROUND_SECONDS", 20, minimum=1, maximum=MAX_ROUND_SECONDS)
 SLURM_DEMO_JOBS = envint("SLURM_DEMO_JOBS", 0)  # example jobs `make run` submits on an empty lab (the lab says 6)
 
 # --- Telemetry: retention, idle threshold, /metrics access (telemetry/) -------------------------

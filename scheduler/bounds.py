@@ -25,3 +25,7 @@ MAX_NAME_LENGTH = 200
 MAX_COMMAND_LENGTH = 10_000
 MAX_EXPECTED_SECONDS = 365 * 86_400.0  # a user's estimate of a job's run: at most a year
 MAX_RESTART_SECONDS = 86_400.0  # a checkpoint-restart of at most a day
+# The scheduler's settings: a round at least daily keeps every timer valid (beat's interval, a round's expiry and
+# lease, the forecast's freshness); a simulated clock at most 10⁴ times the wall keeps simulated seconds finite.
+MAX_ROUND_SECONDS = 86_400
+SIMULATED_SPEEDUP_RANGE = (0.001, 10_000.0)

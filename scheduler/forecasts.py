@@ -40,7 +40,7 @@ from django.utils import timezone
 from .bulk import update_many
 from .core.config import SchedulingConfig, build_policy
 from .core.types import ClusterSnapshot, JobInfo
-from .live.config import scheduler_settings, scheduling_config, simulated_speedup
+from .live.config import live_settings, scheduling_config, simulated_speedup
 from .live.lease import lease_holder, release_lease, take_lease
 from .live.memory import load_round_state
 from .live.snapshot import LiveSnapshot, build_snapshot
@@ -119,7 +119,7 @@ def refresh(now: datetime | None = None, *, force: bool = False, samples: int | 
 
 
 def _refresh(now: datetime, force: bool, samples: int | None, catching_up: bool = False) -> Forecast | None:
-    row = scheduler_settings()
+    row, _ = live_settings()
     config = scheduling_config(row)
     live = build_snapshot(now, job_fields=FORECAST_FIELDS)  # the jobs are read once, here
     last = Forecast.objects.first()

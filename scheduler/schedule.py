@@ -16,11 +16,9 @@ from django.db import transaction
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from .core.config import policy_config_errors
-from .core.policy import policy_names
 from .forecast_requests import request_forecast
 from .forecasts import FORECAST_TASK
-from .live.config import scheduler_settings
+from .live.config import EDITABLE, live_settings, scheduler_settings, settings_errors
 from .live.round import ROUND_TASK
 from .models import SchedulerSettings, SettingsChange
 from .runtime_models import TRAIN_TASK
@@ -28,27 +26,13 @@ from .runtime_models import TRAIN_TASK
 ROUND_SCHEDULE_NAME = "scheduling-round"
 FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME = "forecast", "train-runtime-model"
 TRAIN_EVERY_SECONDS = 3600
-EDITABLE = ("policy", "policy_config", "round_seconds", "executor", "simulated_speedup", "restart_seconds", "paused")
 
 
 def validate_settings(row: SchedulerSettings) -> None:
-    """Field errors for a settings row: the model's own checks, a known policy, and a configuration it accepts."""
-    errors: dict[str, Any] = {}
-    try:
-        row.full_clean()
-    except ValidationError as exc:
-        errors.update(exc.message_dict)
-    errors.update(policy_errors(row.policy, row.policy_config))
+    """Field errors for a settings row (``live.config.settings_errors``) as a ``ValidationError``."""
+    errors = settings_errors(row)
     if errors:
         raise ValidationError(errors)
-
-
-def policy_errors(policy: str, policy_config: Any) -> dict[str, list[str]]:
-    """A field error for an unknown policy, or for a configuration the policy refuses (unknown setting, bad value)."""
-    if policy not in policy_names():
-        return {"policy": [f"Unknown policy {policy!r}; known: {', '.join(policy_names())}."]}
-    problem = policy_config_errors(policy, policy_config if policy_config is not None else {})
-    return {"policy_config": [f"Not a configuration of {policy}: {problem}"]} if problem else {}
 
 
 def update_settings(actor: User | AnonymousUser | None = None, **changes: Any) -> SchedulerSettings:
@@ -62,6 +46,7 @@ def update_settings(actor: User | AnonymousUser | None = None, **changes: Any) -
         for name, value in changes.items():
             setattr(row, name, value)
         validate_settings(row)
+        row.last_valid = {name: getattr(row, name) for name in EDITABLE}
         row.save()
         record_changes(before, row, actor)
         request_forecast("a settings change")
@@ -88,8 +73,9 @@ def _shown(value: Any) -> str:
 
 
 def sync_round_schedule(row: SchedulerSettings | None = None) -> PeriodicTask:
-    """Make beat's round entry match the settings: its interval, and disabled while paused."""
-    row = row or scheduler_settings()
+    """Make beat's round entry match the settings: its interval, and disabled while paused (a refused stored value
+    never reaches beat: ``live_settings``)."""
+    row = live_settings(row)[0]
     every, _ = IntervalSchedule.objects.get_or_create(every=row.round_seconds, period=IntervalSchedule.SECONDS)
     task, _ = PeriodicTask.objects.update_or_create(
         name=ROUND_SCHEDULE_NAME,

@@ -29,6 +29,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from cluster_ops.models import Heartbeat
+from scheduler.live.config import live_settings
 from scheduler.models import (
     QUEUED_STATES,
     SCHEDULABLE_STATES,
@@ -221,12 +222,18 @@ def inventory_metrics() -> Iterator[Metric]:
 
 def liveness_metrics() -> Iterator[Metric]:
     """When the scheduler last finished a round and each worker last beat, with the intervals they should keep."""
-    live = SchedulerSettings.objects.filter(pk=1).values_list("round_seconds", "paused").first()
+    stored = SchedulerSettings.objects.filter(pk=1).first()
     interval = GaugeMetricFamily("cluster_ops_round_interval_seconds", "The live scheduler's round interval.")
     paused = GaugeMetricFamily("cluster_ops_scheduler_paused", "1 while an operator has paused scheduling rounds.")
-    if live is not None:
-        interval.add_metric([], live[0])
-        paused.add_metric([], 1.0 if live[1] else 0.0)
+    refused = GaugeMetricFamily("cluster_ops_scheduler_setting_refused",
+                                "1 for a stored scheduler setting that breaks its rule: rounds run on its last valid "
+                                "value until it is corrected.", labels=["setting"])
+    if stored is not None:
+        live, problems = live_settings(stored)
+        interval.add_metric([], live.round_seconds)
+        paused.add_metric([], 1.0 if live.paused else 0.0)
+        for name in sorted(problems):
+            refused.add_metric([name], 1.0)
     last_round = GaugeMetricFamily("cluster_ops_last_round_timestamp_seconds",
                                    "When the last successful scheduling round finished (Unix time).")
     # Starts between rounds are not rounds: a stream of submissions must not hide rounds that stopped.
@@ -241,4 +248,4 @@ def liveness_metrics() -> Iterator[Metric]:
     heartbeat_interval = GaugeMetricFamily("cluster_ops_heartbeat_interval_seconds",
                                            "How often beat sends the heartbeat task.")
     heartbeat_interval.add_metric([], settings.HEARTBEAT_SECONDS)
-    yield from (interval, paused, last_round, heartbeat, heartbeat_interval)
+    yield from (interval, paused, refused, last_round, heartbeat, heartbeat_interval)

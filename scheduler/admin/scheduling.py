@@ -11,10 +11,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..core.policy import policy_names, policy_summary
-from ..live.config import scheduler_settings
+from ..live.config import EDITABLE, policy_errors, scheduler_settings
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
 from ..preview import Preview, preview_round
-from ..schedule import EDITABLE, policy_errors, update_settings
+from ..schedule import update_settings
 from .audit import AuditAdmin
 from .common import PreviewBeforeSaving
 

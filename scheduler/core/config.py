@@ -10,10 +10,15 @@ live and in what-ifs alike. Every default lives here.
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_type_hints
+
+from pydantic import ConfigDict, TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
 
 from .cycle import DEFAULT_RESTART_SECONDS, CycleConfig
 from .policy import POLICIES, Policy, UnknownPolicy, load_builtin_policies
@@ -93,13 +98,46 @@ def build_policy(config: SchedulingConfig) -> Policy:
 
 
 def policy_config_errors(name: str, policy_config: Any) -> str | None:
-    """What is wrong with ``policy_config`` for policy ``name``, in words; None when the policy accepts it."""
+    """What is wrong with ``policy_config`` for policy ``name``, in words; None when the policy accepts it.
+
+    Checked against the policy's own schema — its dataclass fields: each key known, each value of the field's type
+    (strictly: no "1" for a number, no 1 for a flag) and finite — then against the ranges its constructor enforces.
+    """
     if not isinstance(policy_config, Mapping):
         return "Expected an object of the policy's settings."
     try:
-        build_policy(SchedulingConfig(policy=name, policy_config=policy_config))
+        schema = policy_settings(policy_class(name))
     except UnknownPolicy as exc:
         return str(exc)
-    except (TypeError, ValueError) as exc:  # an unknown setting, or a value the policy refuses
+    unknown = sorted(str(key)[:40] for key in policy_config if key not in schema)
+    if unknown:
+        takes = ", ".join(sorted(schema)) or "no settings"
+        return f"unknown setting {', '.join(unknown)}; {name} takes {takes}."
+    for key, value in policy_config.items():
+        try:
+            TypeAdapter(schema[key], config=STRICT).validate_python(value)
+        except PydanticValidationError as exc:
+            return f"{key}: {exc.errors()[0]['msg']}."
+    try:
+        build_policy(SchedulingConfig(policy=name, policy_config=policy_config))
+    except (TypeError, ValueError) as exc:  # a value out of the range the policy accepts
         return str(exc)
     return None
+
+
+STRICT = ConfigDict(strict=True, allow_inf_nan=False)  # as JSON gives them: 1 is a number, "1" and true are not
+
+
+def policy_settings(cls: type[Policy]) -> dict[str, Any]:
+    """The settings a policy takes, by name, with their types: its dataclass's constructor fields, or its own
+    constructor's keyword parameters (none for a policy built without arguments)."""
+    if dataclasses.is_dataclass(cls):
+        hints = get_type_hints(cls)
+        return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
+    init = cls.__init__
+    if init is object.__init__:
+        return {}
+    hints = get_type_hints(init)
+    keywords = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return {name: hints.get(name, Any) for name, parameter in inspect.signature(init).parameters.items()
+            if name != "self" and parameter.kind in keywords}

@@ -23,7 +23,7 @@ from ..core.cycle import CycleResult, run_cycle
 from ..executors import ClusterUnavailable, Executor, get_executor
 from ..forecast_requests import request_forecast
 from ..models import RoundStatus, SchedulerSettings, SchedulingRound
-from .config import scheduler_settings, scheduling_config
+from .config import live_settings, scheduling_config
 from .launches import unlaunched
 from .lease import lease_holder, release_lease, take_lease
 from .memory import load_round_state
@@ -51,7 +51,7 @@ def start_between_rounds(now: datetime | None = None, holder: str | None = None)
 
 def _under_lease(what: str, run: Callable[[SchedulerSettings, SchedulingConfig, datetime], SchedulingRound | None],
                  now: datetime | None, holder: str | None) -> SchedulingRound | None:
-    row = scheduler_settings()
+    row, _ = live_settings()  # a refused stored value is never run (and is alerted on)
     if row.paused:
         return None
     holder = holder or lease_holder()

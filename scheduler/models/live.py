@@ -64,10 +64,12 @@ class SchedulerSettings(models.Model):
     """The live scheduler's knobs: one row, changed at run time; every change is recorded."""
 
     policy = models.CharField(max_length=50, default="tiresias")
-    round_seconds = models.PositiveIntegerField(default=60, validators=[MinValueValidator(1)])
+    round_seconds = models.PositiveIntegerField(
+        default=60, validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_ROUND_SECONDS)])
     executor = models.CharField(max_length=20, choices=ExecutorKind.choices, default=ExecutorKind.SIMULATED)
     simulated_speedup = models.FloatField(
-        default=1.0, validators=[MinValueValidator(0.001)],
+        default=1.0, validators=[MinValueValidator(bounds.SIMULATED_SPEEDUP_RANGE[0]),
+                                 MaxValueValidator(bounds.SIMULATED_SPEEDUP_RANGE[1])],
         help_text="the simulated executor's clock runs this many times faster than the wall",
     )
     policy_config = models.JSONField(
@@ -81,6 +83,9 @@ class SchedulerSettings(models.Model):
                   "priced by the policies that price restarts",
     )
     paused = models.BooleanField(default=False, help_text="tick to stop scheduling rounds")
+    # The editable fields as last validated and saved: what rounds, forecasts and beat fall back to should a stored
+    # value ever fail its rule (``live.config.live_settings``).
+    last_valid = models.JSONField(default=dict, blank=True, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

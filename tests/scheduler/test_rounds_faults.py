@@ -27,6 +27,7 @@ from scheduler.models import (
     SchedulingRound,
     Tenant,
 )
+from scheduler.live.config import scheduler_settings
 from scheduler.schedule import update_settings
 
 from ..round_invariants import problems, unlaunched_jobs
@@ -144,7 +145,7 @@ def test_a_round_that_crashes_mid_write_writes_nothing_and_frees_the_lease(clust
 def decide(now: datetime) -> tuple[rounds.LiveSnapshot, CycleResult]:
     """A round's first half: the snapshot and the policy's answer, not yet written."""
     live = rounds.build_snapshot(now)
-    return live, run_cycle(live.snap, get_policy(rounds.scheduler_settings().policy), None)
+    return live, run_cycle(live.snap, get_policy(scheduler_settings().policy), None)
 
 
 def write(live: rounds.LiveSnapshot, result: CycleResult, now: datetime) -> SchedulingRound:

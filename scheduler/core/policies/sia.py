@@ -137,8 +137,9 @@ class SiaPolicy(PricesRestarts):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.p == 0 or self.lambda_n <= 0 or self.time_limit_seconds <= 0 or not 0 <= self.lambda_a < 1:
-            raise ValueError("sia needs p ≠ 0, lambda_n > 0, time_limit_seconds > 0 and 0 ≤ lambda_a < 1")
+        # The solver's limit stays within a round's own time limit: a round must finish for the next to run.
+        if self.p == 0 or self.lambda_n <= 0 or not 0 < self.time_limit_seconds <= 600 or not 0 <= self.lambda_a < 1:
+            raise ValueError("sia needs p ≠ 0, lambda_n > 0, 0 < time_limit_seconds ≤ 600 and 0 ≤ lambda_a < 1")
         if self.ramp not in RAMPS:
             raise ValueError(f"sia's ramp must be one of {', '.join(RAMPS)}")
         if self.weighting not in WEIGHTINGS:

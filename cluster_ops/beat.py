@@ -1,0 +1,28 @@
+"""Beat's scheduler: django-celery-beat's, except that one entry beat cannot run never stops the others.
+
+django-celery-beat skips an entry whose schedule raises ``ValueError``, but an interval past ``timedelta``'s range
+raises ``OverflowError``, which killed beat at every start — and with it every round. Here such an entry is
+refused and logged by name, and the others run. The round's own entry is written from the validated settings
+(``scheduler.schedule.sync_round_schedule``), and admin's interval form is bounded (``IntervalScheduleAdmin``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django_celery_beat.schedulers import DatabaseScheduler
+
+logger = logging.getLogger(__name__)
+MAX_INTERVAL_SECONDS = 366 * 86_400  # a periodic task runs at least yearly; crontab and clocked tasks for rarer
+
+
+class GuardedDatabaseScheduler(DatabaseScheduler):
+    def all_as_schedule(self) -> dict[str, Any]:
+        schedule = {}
+        for model in self.enabled_models():
+            try:
+                schedule[model.name] = self.Entry(model, app=self.app)
+            except (ValueError, OverflowError) as exc:
+                logger.error("beat entry %r refused, the others run: %s: %s", model.name, type(exc).__name__, exc)
+        return schedule
