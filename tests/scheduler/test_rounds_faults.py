@@ -14,6 +14,7 @@ from scheduler.core.cycle import Action, CycleResult, run_cycle
 from scheduler.core.policy import get_policy
 from scheduler.live import round as rounds
 from scheduler.live import writer
+from scheduler.live.config import scheduler_settings
 from scheduler.models import (
     Allocation,
     Gpu,
@@ -27,7 +28,6 @@ from scheduler.models import (
     SchedulingRound,
     Tenant,
 )
-from scheduler.live.config import scheduler_settings
 from scheduler.schedule import update_settings
 
 from ..round_invariants import problems, unlaunched_jobs
