@@ -13,6 +13,9 @@ INT32_MAX = 2**31 - 1
 # Whether a job fits *this* cluster is checked against the inventory (``services.check_fits_inventory``).
 MAX_GPUS = 65_536
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
+# A tenant's members may give their own jobs at most this priority unless an operator sets the tenant's own cap:
+# priorities order jobs across tenants, so one tenant's 1,000,000 must not outrank everyone else's work.
+DEFAULT_TENANT_MAX_PRIORITY = 100
 MAX_BATCH_SIZE = 16_777_216  # 2²⁴ samples in one global batch
 # Work in a profile's units (scale-invariant iterations or samples), or seconds at min_gpus for a job without one:
 # 10¹² is 30,000 years of seconds — anything larger is a typo or an attack, never a job.

@@ -117,18 +117,35 @@ def _validate_new_job(job: Job) -> None:
     rather than the whole row.
     """
     problems = {
-        "total_work": (not 0 <= job.total_work <= bounds.MAX_TOTAL_WORK,
-                       f"Total work must be a finite number between 0 and {bounds.MAX_TOTAL_WORK:g}."),
-        "min_gpus": (job.min_gpus < 1, "A job needs at least one GPU (min GPUs ≥ 1)."),
-        "max_gpus": (job.max_gpus < job.min_gpus, "Max GPUs must be at least min GPUs."),
+        # A job of no work would "succeed" in its first second: it is refused, as by the API.
+        "total_work": (not 0 < job.total_work <= bounds.MAX_TOTAL_WORK, TOTAL_WORK_RULE),
+        "min_gpus": (job.min_gpus < 1, AT_LEAST_ONE_GPU),
+        "max_gpus": (job.max_gpus < job.min_gpus, MAX_BELOW_MIN),
     }
     errors = {field: message for field, (failed, message) in problems.items() if failed}
     if errors:
         raise ValidationError(errors)
     job.full_clean(validate_constraints=False)
     job.validate_constraints(exclude={"client_key"})
-    check_fits_inventory(job.gpu_type, job.min_gpus)
+    check_fits_inventory(job.gpu_type, job.min_gpus, job.max_gpus)
+    check_priority_allowed(job.tenant, job.priority, job.owner)
     _check_cluster(job)
+
+
+# The messages of the rules the services check by hand, worded as the validators word the same rules elsewhere.
+TOTAL_WORK_RULE = f"Ensure this value is greater than 0 and at most {bounds.MAX_TOTAL_WORK:g}."
+AT_LEAST_ONE_GPU = "Ensure this value is greater than or equal to 1."
+MAX_BELOW_MIN = "Max GPUs must be at least min GPUs."
+
+
+def check_priority_allowed(tenant: Tenant, priority: int, actor: Actor) -> None:
+    """A tenant's member may give their own jobs at most the tenant's ``max_priority``; operators (staff) and
+    the service itself (no actor) any priority in range: priorities order jobs across tenants."""
+    user = actor if isinstance(actor, User) else None
+    if user is None or user.is_staff or priority <= tenant.max_priority:
+        return
+    raise ValidationError({"priority": f"Ensure this value is less than or equal to {tenant.max_priority} (the "
+                                       f"highest priority {tenant.name}'s members may give; operators set it)."})
 
 
 def _check_cluster(job: Job) -> None:
@@ -145,10 +162,10 @@ def inventory_capacity() -> Counter[str]:
     return Counter(gpu_type_key(model) for model in models)
 
 
-def check_fits_inventory(gpu_type: str, min_gpus: int) -> None:
-    """``ValidationError`` naming the field when a job could never run here: a GPU type the inventory does not
-    have, or more GPUs of one type than exist (a job never spans types). An empty inventory (nodes not registered
-    yet) refuses nothing: the job waits for them, and says why."""
+def check_fits_inventory(gpu_type: str, min_gpus: int, max_gpus: int | None = None) -> None:
+    """``ValidationError`` naming the field when a job could never run here, or never grow as asked: a GPU type
+    the inventory does not have, or more GPUs of one type than exist (a job never spans types). An empty inventory
+    (nodes not registered yet) refuses nothing: the job waits for them, and says why."""
     capacity = inventory_capacity()
     if not capacity:
         return
@@ -156,9 +173,15 @@ def check_fits_inventory(gpu_type: str, min_gpus: int) -> None:
     if gpu_type and gpu_type not in capacity:
         raise ValidationError({"gpu_type": f"No {gpu_type} GPUs in the inventory; it has {has}."})
     most = capacity[gpu_type] if gpu_type else max(capacity.values())
+    where = f"{gpu_type} GPUs" if gpu_type else "GPUs of one type"
     if min_gpus > most:
-        where = f"{gpu_type} GPUs" if gpu_type else "GPUs of one type"
         raise ValidationError({"min_gpus": f"Needs at least {min_gpus} {where}; the inventory has {has}."})
+    # An upper bound may reach past one type (the policy caps it there), never past the cluster or the chosen type.
+    size = capacity[gpu_type] if gpu_type else sum(capacity.values())
+    if max_gpus is not None and max_gpus > size:
+        what = f"{gpu_type} GPUs" if gpu_type else "GPUs"
+        raise ValidationError({"max_gpus": f"Ensure this value is less than or equal to {size}: the cluster has "
+                                           f"{size} {what} ({has})."})
 
 
 def cancel_job(job: Job, *, actor: Actor = None, reason: str = "cancelled by operator") -> Job:
@@ -205,6 +228,7 @@ def set_priority(job: Job, priority: int, *, actor: Actor = None) -> Job:
         reason = f"priority {job.priority} → {priority}"
         job.priority = priority
         job.full_clean()
+        check_priority_allowed(job.tenant, priority, actor)
         job.save(update_fields=["priority"])
         _record_settings_change(job, reason, actor)
     return job
@@ -219,7 +243,7 @@ def set_gpu_bounds(job: Job, min_gpus: int, max_gpus: int, *, actor: Actor = Non
         reason = f"GPU bounds {job.min_gpus}..{job.max_gpus} → {min_gpus}..{max_gpus}"
         job.min_gpus, job.max_gpus = min_gpus, max_gpus
         job.full_clean()
-        check_fits_inventory(job.gpu_type, min_gpus)
+        check_fits_inventory(job.gpu_type, min_gpus, max_gpus)
         job.save(update_fields=["min_gpus", "max_gpus"])
         _record_settings_change(job, reason, actor)
         request_forecast("new GPU bounds")

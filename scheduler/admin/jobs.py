@@ -5,6 +5,8 @@ The admin never changes a job's state itself.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
@@ -13,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html_join
 
-from .. import services
+from .. import bounds, services
 from ..core.fitted_profiles import FITTED_PROFILES
 from ..executors import files
 from ..forecasts import NOT_WITHIN, clock, describe, frees_text, latest_for, starts_in
@@ -60,18 +62,58 @@ class RunningOnNodeFilter(admin.SimpleListFilter):
 
 
 class PriorityForm(forms.Form):
-    priority = forms.IntegerField(help_text="higher runs first where the policy honours priority")
+    priority = forms.IntegerField(min_value=bounds.PRIORITY_RANGE[0], max_value=bounds.PRIORITY_RANGE[1],
+                                  help_text="higher runs first where the policy honours priority")
 
 
 class GpuBoundsForm(forms.Form):
-    min_gpus = forms.IntegerField(min_value=1, label="Min GPUs")
-    max_gpus = forms.IntegerField(min_value=1, label="Max GPUs")
+    min_gpus = forms.IntegerField(min_value=1, max_value=bounds.MAX_GPUS, label="Min GPUs")
+    max_gpus = forms.IntegerField(min_value=1, max_value=bounds.MAX_GPUS, label="Max GPUs")
 
     def clean(self) -> dict:
         data = super().clean() or {}
         if data.get("min_gpus") and data.get("max_gpus") and data["max_gpus"] < data["min_gpus"]:
-            self.add_error("max_gpus", "Max GPUs must be at least min GPUs.")
+            self.add_error("max_gpus", services.MAX_BELOW_MIN)
         return data
+
+
+class JobAdminForm(forms.ModelForm):
+    """The job form, checked by the services' own rules before anything is saved (a new job as ``submit_job``
+    checks it; a change as ``set_gpu_bounds`` and ``set_priority`` do), so that a job the cluster cannot run is
+    a form error naming the field, with the API's message — never a 500 from ``save_model``."""
+
+    request: HttpRequest | None = None  # set by ``JobAdmin.get_form``: whose change it is
+    # ≥ 1, not the column's ≥ 0: the rule (and its message) the API and the services have
+    min_gpus = forms.IntegerField(min_value=1, max_value=bounds.MAX_GPUS, initial=1, label="Min GPUs")
+    max_gpus = forms.IntegerField(min_value=1, max_value=bounds.MAX_GPUS, initial=1, label="Max GPUs")
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        actor = self.request.user if self.request is not None else None
+        try:
+            if self.instance.pk is None:
+                fields: dict[str, Any] = {name: data[name] for name in NEW_JOB_FIELDS if name in data}
+                services.new_job(**fields, owner=data.get("owner") or actor)
+            else:
+                self._check_change(data, actor)
+        except ValidationError as refused:
+            for field, problems in refused.message_dict.items():
+                self.add_error(field if field in self.fields else None, problems)
+        return data
+
+    def _check_change(self, data: dict, actor: object) -> None:
+        job = self.instance
+        low, high = data.get("min_gpus", job.min_gpus), data.get("max_gpus", job.max_gpus)
+        if high < low:
+            raise ValidationError({"max_gpus": services.MAX_BELOW_MIN})
+        services.check_fits_inventory(data.get("gpu_type", job.gpu_type) or "", low, high)
+        services.check_priority_allowed(job.tenant, data.get("priority", job.priority), actor)  # type: ignore[arg-type]
+
+
+NEW_JOB_FIELDS = ("tenant", "name", "workload_profile", "total_work", "min_gpus", "max_gpus", "priority", "gpu_type",
+                  "batch_size", "command", "script_path", "expected_seconds")
 
 
 @admin.register(Job)
@@ -154,10 +196,13 @@ class JobAdmin(ZonedTimeFilters, admin.ModelAdmin):
         row = latest_for([job.pk]).get(job.pk) if job.pk else None
         return describe(row) if row else "no forecast yet"
 
+    form = JobAdminForm
+
     def get_form(self, request: HttpRequest, obj: Job | None = None, change: bool = False,
                  **kwargs: object) -> type[forms.ModelForm]:
         """The profile is a choice of the fitted ones (the job's own kept, should it be another)."""
         form = super().get_form(request, obj, change=change, **kwargs)
+        form.request = request  # type: ignore[attr-defined]
         names = sorted(FITTED_PROFILES) + ([obj.workload_profile] if obj and obj.workload_profile
                                            not in FITTED_PROFILES else [])
         profile = form.base_fields.get("workload_profile")

@@ -15,6 +15,7 @@ from ..bounds import PRIORITY_RANGE
 from ..core.fitted_profiles import FITTED_PROFILES
 from ..forecasts import frees_text, latest_for, visible_tenant_ids
 from ..models import FINISHED_STATES, QUEUED_STATES, Job, JobForecast, Tenant
+from ..services import TOTAL_WORK_RULE
 
 JOB_FIELDS = [
     "id", "tenant", "owner", "name", "workload_profile", "total_work", "min_gpus", "max_gpus", "priority",
@@ -141,7 +142,8 @@ class JobSubmitSerializer(serializers.Serializer):
     )
     name = serializers.CharField(max_length=bounds.MAX_NAME_LENGTH)
     workload_profile = serializers.ChoiceField(choices=sorted(FITTED_PROFILES))
-    total_work = FiniteFloatField(min_value=0, max_value=bounds.MAX_TOTAL_WORK)
+    total_work = FiniteFloatField(min_value=0, max_value=bounds.MAX_TOTAL_WORK,
+                                  help_text="work to completion, in the profile's units: more than 0")
     min_gpus = _gpus(default=1, help_text="must fit the inventory: at most the GPUs of one type (of gpu_type)")
     max_gpus = _gpus(required=False, help_text="default: min_gpus (rigid)")
     priority = StrictIntegerField(min_value=PRIORITY_RANGE[0], max_value=PRIORITY_RANGE[1], default=0)
@@ -163,6 +165,11 @@ class JobSubmitSerializer(serializers.Serializer):
         help_text="how long it runs once started, as you expect (a time limit): forecasts use it for a job "
                   "without a profile's model",
     )
+
+    def validate_total_work(self, value: float) -> float:
+        if value <= 0:  # a job of no work would "succeed" in its first second (the services' rule and message)
+            raise serializers.ValidationError(TOTAL_WORK_RULE)
+        return value
 
 
 class JobChangeSerializer(serializers.Serializer):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
@@ -53,9 +54,19 @@ class JobFilter(filters.FilterSet):
 
 
 class JobPagination(PageNumberPagination):
+    """Pages of 50 jobs; ``?page_size=`` from 1 to 500. A page size that is not one is a 400 naming it, not
+    silently the default."""
+
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500
+
+    def get_page_size(self, request: Request) -> int | None:
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is not None and not (raw.isdigit() and len(raw) <= 6 and 1 <= int(raw) <= self.max_page_size):
+            raise ValidationError({self.page_size_query_param: [
+                f"Ensure this value is a whole number from 1 to {self.max_page_size}."]})
+        return super().get_page_size(request)
 
 
 class JobViewSet(ThrottleAnonymousRefusals, mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -99,9 +110,10 @@ class JobViewSet(ThrottleAnonymousRefusals, mixins.ListModelMixin, mixins.Retrie
         change.is_valid(raise_exception=True)
         wanted = change.validated_data
         bounds = wanted.get("min_gpus", job.min_gpus), wanted.get("max_gpus", job.max_gpus)
-        job = services.set_gpu_bounds(job, *bounds, actor=request.user)
-        if "priority" in wanted:
-            job = services.set_priority(job, wanted["priority"], actor=request.user)
+        with transaction.atomic():  # a priority refused leaves the bounds as they were
+            job = services.set_gpu_bounds(job, *bounds, actor=request.user)
+            if "priority" in wanted:
+                job = services.set_priority(job, wanted["priority"], actor=request.user)
         return Response(JobSerializer(job).data)
 
     @extend_schema(request=CancelSerializer, responses={200: JobSerializer, 409: OpenApiTypes.OBJECT})

@@ -118,6 +118,8 @@ def policy_config_errors(name: str, policy_config: Any) -> str | None:
             TypeAdapter(schema[key], config=STRICT).validate_python(value)
         except PydanticValidationError as exc:
             return f"{key}: {exc.errors()[0]['msg']}."
+        if _has_nan(value):
+            return f"{key}: Input should be a number, not NaN."
     try:
         build_policy(SchedulingConfig(policy=name, policy_config=policy_config))
     except (TypeError, ValueError) as exc:  # a value out of the range the policy accepts
@@ -125,7 +127,19 @@ def policy_config_errors(name: str, policy_config: Any) -> str | None:
     return None
 
 
-STRICT = ConfigDict(strict=True, allow_inf_nan=False)  # as JSON gives them: 1 is a number, "1" and true are not
+# As JSON gives them: 1 is a number, "1" and true are not. An infinity may mean "never" (Tiresias's starvation
+# factor in the authors' runs); each policy's constructor bounds its own numbers.
+STRICT = ConfigDict(strict=True)
+
+
+def _has_nan(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value)
+    if isinstance(value, Mapping):
+        return any(_has_nan(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_nan(item) for item in value)
+    return False
 
 
 def policy_settings(cls: type[Policy]) -> dict[str, Any]:

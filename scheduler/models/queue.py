@@ -30,9 +30,15 @@ class Tenant(models.Model):
     """A team: guaranteed GPUs (quota) and a fair-share weight; may borrow idle GPUs."""
 
     name = models.CharField(max_length=100, unique=True)
-    gpu_quota = models.PositiveIntegerField(default=0, help_text="GPUs guaranteed to this tenant")
+    gpu_quota = models.PositiveIntegerField(default=0, validators=[MaxValueValidator(bounds.MAX_GPUS)],
+                                            help_text="GPUs guaranteed to this tenant")
     fair_share_weight = models.FloatField(
         default=1.0, validators=[MinValueValidator(0.0)], help_text="relative weight when sharing"
+    )
+    max_priority = models.IntegerField(
+        default=bounds.DEFAULT_TENANT_MAX_PRIORITY,
+        validators=[MinValueValidator(bounds.PRIORITY_RANGE[0]), MaxValueValidator(bounds.PRIORITY_RANGE[1])],
+        help_text="the highest priority the tenant's members may give their own jobs; operators may give any",
     )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="tenants")
 
@@ -160,8 +166,10 @@ class Job(models.Model):
         validators=[MaxValueValidator(bounds.MAX_TOTAL_WORK)],  # ≥ 0: the check constraint, with its message
         help_text="work to completion, in the profile's units (samples)",
     )
-    min_gpus = models.PositiveIntegerField(default=1, validators=[MaxValueValidator(bounds.MAX_GPUS)])
-    max_gpus = models.PositiveIntegerField(default=1, validators=[MaxValueValidator(bounds.MAX_GPUS)])
+    min_gpus = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1),
+                                                                  MaxValueValidator(bounds.MAX_GPUS)])
+    max_gpus = models.PositiveIntegerField(default=1, validators=[MinValueValidator(1),
+                                                                  MaxValueValidator(bounds.MAX_GPUS)])
     priority = models.IntegerField(
         default=0,
         validators=[MinValueValidator(bounds.PRIORITY_RANGE[0]), MaxValueValidator(bounds.PRIORITY_RANGE[1])],

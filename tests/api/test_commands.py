@@ -40,9 +40,10 @@ def test_a_rerun_with_the_same_key_submits_nothing(tenant: Tenant) -> None:
         (["--tenant", "nobody"], "--tenant: Unknown tenant 'nobody'."),
         (["--min-gpus", "4", "--max-gpus", "2"], "--max-gpus: Max GPUs must be at least min GPUs."),
         (["--profile", "resnet9000"], "--profile: Unknown profile 'resnet9000'"),
-        (["--work", "-5"], "--work: Total work must be a finite number between 0 and 1e+12."),
-        (["--work", "nan"], "--work: Total work must be a finite number between 0 and 1e+12."),
-        (["--min-gpus", "0"], "--min-gpus: A job needs at least one GPU"),
+        (["--work", "-5"], "--work: Ensure this value is greater than 0 and at most 1e+12."),
+        (["--work", "nan"], "--work: Ensure this value is greater than 0 and at most 1e+12."),
+        (["--work", "0"], "--work: Ensure this value is greater than 0 and at most 1e+12."),  # the API's rule too
+        (["--min-gpus", "0"], "--min-gpus: Ensure this value is greater than or equal to 1."),
     ],
 )
 def test_submit_job_errors_name_the_option(tenant: Tenant, args: list[str], message: str) -> None:

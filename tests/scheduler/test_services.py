@@ -16,9 +16,10 @@ def submit(tenant, **overrides):  # type: ignore[no-untyped-def]
     "overrides, field",
     [
         ({"min_gpus": 4, "max_gpus": 2}, "Max GPUs must be at least min GPUs."),
-        ({"total_work": -5.0}, "Total work must be a finite number between 0 and 1e+12."),
-        ({"total_work": float("inf")}, "Total work must be a finite number between 0 and 1e+12."),
-        ({"min_gpus": 0}, "min GPUs ≥ 1"),
+        ({"total_work": -5.0}, "Ensure this value is greater than 0 and at most 1e+12."),
+        ({"total_work": 0.0}, "Ensure this value is greater than 0 and at most 1e+12."),
+        ({"total_work": float("inf")}, "Ensure this value is greater than 0 and at most 1e+12."),
+        ({"min_gpus": 0}, "Ensure this value is greater than or equal to 1."),
         ({"batch_size": 0}, "batch_size"),
         ({"name": ""}, "name"),
     ],

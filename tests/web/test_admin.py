@@ -100,7 +100,7 @@ def job_form(tenant_pk: object, **overrides: object) -> dict:
     "overrides, message",
     [
         ({"min_gpus": "3", "max_gpus": "2"}, "Max GPUs must be at least min GPUs."),
-        ({"total_work": "-1"}, "Total work cannot be negative."),
+        ({"total_work": "-1"}, "Ensure this value is greater than 0 and at most 1e+12."),  # as the API says
         ({"tenant": "99999"}, "Select a valid choice"),
     ],
 )

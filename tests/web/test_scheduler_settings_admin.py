@@ -93,7 +93,7 @@ def test_a_quota_change_shows_its_consequences_before_saving(operator_client: Cl
     from tests.dashboards.history import seed_history
     history = seed_history(timezone.now())
     url = reverse("admin:scheduler_tenant_change", args=[history.language.pk])
-    data = {"name": "language", "gpu_quota": 2, "fair_share_weight": 2.0}
+    data = {"name": "language", "gpu_quota": 2, "fair_share_weight": 2.0, "max_priority": 100}
     page = operator_client.post(url, data).content.decode()
     assert "tenant language&#x27;s quota 8 → 2 GPUs" in page and "Before you save" in page
     assert Tenant.objects.get(name="language").gpu_quota == 8

@@ -90,8 +90,8 @@ class PolluxPolicy(PricesRestarts):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.p == 0:
-            raise ValueError("pollux needs p ≠ 0")
+        if self.p == 0 or not math.isfinite(self.p):
+            raise ValueError("pollux needs a finite p ≠ 0")
 
     def allocate(self, snap: ClusterSnapshot, state: PolicyState | None) -> PolicyResult:
         order = sorted(snap.jobs, key=arrival_key)

@@ -47,6 +47,7 @@ pairs carry a nudge far below the costs' resolution that grows with the job's pl
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -138,8 +139,11 @@ class SiaPolicy(PricesRestarts):
     def __post_init__(self) -> None:
         super().__post_init__()
         # The solver's limit stays within a round's own time limit: a round must finish for the next to run.
-        if self.p == 0 or self.lambda_n <= 0 or not 0 < self.time_limit_seconds <= 600 or not 0 <= self.lambda_a < 1:
-            raise ValueError("sia needs p ≠ 0, lambda_n > 0, 0 < time_limit_seconds ≤ 600 and 0 ≤ lambda_a < 1")
+        finite = math.isfinite(self.p) and math.isfinite(self.lambda_n)
+        if not finite or self.p == 0 or self.lambda_n <= 0 or not 0 < self.time_limit_seconds <= 600 \
+                or not 0 <= self.lambda_a < 1:
+            raise ValueError("sia needs a finite p ≠ 0, a finite lambda_n > 0, 0 < time_limit_seconds ≤ 600 and "
+                             "0 ≤ lambda_a < 1")
         if self.ramp not in RAMPS:
             raise ValueError(f"sia's ramp must be one of {', '.join(RAMPS)}")
         if self.weighting not in WEIGHTINGS:
