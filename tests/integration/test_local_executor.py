@@ -21,6 +21,7 @@ from cluster_ops.celery import app as default_app
 from scheduler import services
 from scheduler.executors import files
 from scheduler.live import round as rounds
+from scheduler.live.config import scheduler_settings
 from scheduler.models import Allocation, Job, JobState, SchedulerSettings, Tenant
 
 from .conftest import wait_until
@@ -127,7 +128,7 @@ def test_an_elastic_job_runs_is_rescaled_twice_resumes_and_succeeds(
 ) -> None:
     specs = [services.GpuSpec(i, f"GPU-{HOST}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(2)]
     services.register_node(HOST, specs)
-    rounds.scheduler_settings()
+    scheduler_settings()
     SchedulerSettings.objects.filter(pk=1).update(executor="local", policy="fifo")
     job = services.submit_job(tenant=tenant, name="elastic", workload_profile="cifar10", total_work=STEPS * 64,
                               min_gpus=1, max_gpus=2)

@@ -84,7 +84,7 @@ def test_prometheus_scrapes_the_server_and_loads_the_rules(prometheus: str, tena
     queued = api(prometheus, "query", query='cluster_ops_tenant_queued_jobs{tenant="vision"}')["result"]
     assert float(queued[0]["value"][1]) == 1
     rules = [rule for group in api(prometheus, "rules")["groups"] for rule in group["rules"]]
-    assert len(rules) == 6 and all(rule["health"] in ("ok", "unknown") for rule in rules)
+    assert len(rules) == 7 and all(rule["health"] in ("ok", "unknown") for rule in rules)
     # Every rule evaluates without error against the live series (health "ok" once evaluated).
     assert wait_until(lambda: all(r["health"] == "ok" for g in api(prometheus, "rules")["groups"]
                                   for r in g["rules"]), 30)
