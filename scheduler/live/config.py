@@ -27,12 +27,13 @@ def scheduler_settings() -> SchedulerSettings:
 
 def settings_errors(row: SchedulerSettings) -> dict[str, list[str]]:
     """Each editable field of ``row`` that breaks its rule, with why: the model's own checks (``scheduler.bounds``),
-    a known policy, and a configuration that policy accepts (its keys, their types and ranges)."""
+    a known policy, and a configuration that policy accepts (its keys, their types and ranges). A table constraint
+    broken as a whole is also a field's rule broken (each has its field's validator), so only fields are named."""
     errors: dict[str, list[str]] = {}
     try:
         row.full_clean(exclude=["last_valid"])
     except ValidationError as exc:
-        errors.update(exc.message_dict)
+        errors.update((name, problems) for name, problems in exc.message_dict.items() if name in EDITABLE)
     errors.update(policy_errors(row.policy, row.policy_config))
     return errors
 

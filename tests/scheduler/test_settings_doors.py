@@ -115,3 +115,11 @@ def test_each_saved_change_becomes_the_last_valid_value(node: Node) -> None:
     update_settings(round_seconds=120, policy="sia", policy_config={"p": -1})
     saved = scheduler_settings().last_valid
     assert (saved["round_seconds"], saved["policy"], saved["policy_config"]) == (120, "sia", {"p": -1})
+
+
+def test_a_value_that_also_breaks_a_table_constraint_is_named_by_its_field(db: None) -> None:
+    row = scheduler_settings()
+    row.round_seconds, row.simulated_speedup = 0, -1.0  # in memory: the database itself would refuse them
+    live, refused = live_settings(row)
+    assert set(refused) == {"round_seconds", "simulated_speedup"}
+    assert (live.round_seconds, live.simulated_speedup) == (60, 1.0)
