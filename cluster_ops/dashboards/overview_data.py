@@ -243,6 +243,12 @@ def _duration(span: timedelta) -> str:
     return f"{hours} h {minutes:02d} min" if hours < 48 else f"{hours // 24} days {hours % 24} h"
 
 
+def _decided_type(event: RescaleEvent, held: dict[int, str]) -> str:
+    """The GPU type a decision is about: the one the job holds now, else the one the event moved it to or from
+    (a preemption holds none after it), else the type the job asks for."""
+    return held.get(event.job_id) or event.to_type or event.from_type or event.job.gpu_type or "—"
+
+
 def round_summary(jobs: JobQuerySet) -> RoundSummary:
     config = scheduler_settings()
     last = SchedulingRound.objects.rounds_only().first()  # starts between rounds are in jobs' histories
@@ -252,5 +258,5 @@ def round_summary(jobs: JobQuerySet) -> RoundSummary:
                       [:ROUND_EVENTS])
         types = held_gpu_types(Allocation.objects.filter(job_id__in=[e.job_id for e in events], ended_at__isnull=True))
         decisions = [Decision(e.at, e.kind, e.job.name, e.job.tenant.name, e.gpus_label, e.reason,
-                              types.get(e.job_id, "—")) for e in events]
+                              _decided_type(e, types)) for e in events]
     return RoundSummary(config.policy, config.round_seconds, config.executor, config.paused, last, decisions)

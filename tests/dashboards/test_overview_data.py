@@ -37,3 +37,15 @@ def test_the_last_round_is_a_round_not_a_start_between_rounds(tenant: Tenant, no
     assert row is not None and between is not None and between.between_rounds
     summary = round_summary(Job.objects.all())
     assert summary.last == row and [d.job for d in summary.decisions] == ["first"]
+
+
+def test_a_decision_that_leaves_a_job_without_gpus_names_the_type_it_left(tenant: Tenant, now: datetime) -> None:
+    """Failure 13: a preemption's row left the GPU type blank although its reason named it."""
+    from scheduler.models import RescaleEvent, RescaleKind, SchedulingRound
+
+    job = services.submit_job(tenant=tenant, name="bert", workload_profile="bert", total_work=1e9)
+    row = SchedulingRound.objects.create(policy="fifo", started_at=now, finished_at=now)
+    RescaleEvent.objects.create(job=job, round=row, at=now, kind=RescaleKind.PREEMPT, from_gpus=4, to_gpus=0,
+                                from_type="v100", reason="preempted: 4 v100 for a higher-priority job")
+    (decision,) = round_summary(Job.objects.all()).decisions
+    assert decision.gpu_type == "v100"
