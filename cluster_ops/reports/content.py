@@ -89,6 +89,11 @@ class Coverage:
         """What every format says of an incomplete period; None for a complete one."""
         if self.complete:
             return None
+        if self.end <= self.start:  # nothing of the period is covered: say why, not "00:00 – 00:00 (0.0 hours)"
+            if self.start >= self.period.end:
+                return (f"No data: the cluster has none from this period ({_local(self.period.start)} – "
+                        f"{_local(self.period.end)}); its data starts later.")
+            return f"No data yet: this report was made at {_local(now)}, before the period's first data."
         span = f"{_local(self.start)} – {_local(self.end)} ({self.hours:.1f} of {self.period.hours:.0f} hours)"
         if self.end < self.period.end:
             return (f"Incomplete: the period runs until {_local(self.period.end)} and this report was made at "

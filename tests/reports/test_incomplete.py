@@ -133,3 +133,19 @@ def test_the_pdf_says_incomplete(morning: periods.Period) -> None:
     report = services.make_report(morning, None, now=at(NOW))
     text = pdf_text(report)
     assert "Incomplete period." in text and "Incomplete: the period runs until" in text
+
+
+def test_a_period_before_the_clusters_first_data_says_so_not_a_zero_length_span(tenant: Tenant) -> None:
+    """Failure 13: yesterday's report said "covers 2026-12-05 00:00 – 00:00 (0.0 of 24 hours)"."""
+    from cluster_ops.reports.content import coverage_of
+
+    first = at(0)  # the cluster's first data: an allocation today
+    scheduler_services.register_node("n9", [scheduler_services.GpuSpec(0, "GPU-n9-0", "NVIDIA A100-SXM4-80GB",
+                                                                       81920, 400)])
+    job = scheduler_services.submit_job(tenant=tenant, name="j", workload_profile="cifar10", total_work=1.0,
+                                        submitted_at=first)
+    allocate(job, "GPU-n9-0", 0)
+    midnight = first.replace(hour=0, minute=0, second=0, microsecond=0)
+    yesterday = periods.Period(periods.DAILY, midnight - timedelta(days=1), midnight)
+    note = coverage_of(yesterday, first + timedelta(hours=2)).note(first + timedelta(hours=2))
+    assert note is not None and note.startswith("No data") and "0.0 of" not in note
