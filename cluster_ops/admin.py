@@ -8,7 +8,7 @@ from django_celery_beat.models import IntervalSchedule
 from knox.models import AuthToken
 
 from .api_tokens import TOKEN_PREFIX
-from .beat import MAX_INTERVAL_SECONDS
+from .beat import MAX_INTERVAL_SECONDS, runnable_by_beat
 from .models import Heartbeat
 from .reports import admin as reports_admin  # noqa: F401  (registers the reports' admin)
 
@@ -75,9 +75,7 @@ class BoundedIntervalForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        every, period = cleaned.get("every"), cleaned.get("period")
-        unit = {"days": 86_400, "hours": 3_600, "minutes": 60, "seconds": 1, "microseconds": 1e-6}.get(period or "", 1)
-        if isinstance(every, int) and every * unit > MAX_INTERVAL_SECONDS:
+        if not runnable_by_beat(cleaned.get("every"), cleaned.get("period")):
             self.add_error("every", f"At most {MAX_INTERVAL_SECONDS // 86_400} days; rarer tasks need a crontab.")
         return cleaned
 

@@ -9,6 +9,7 @@ refused and logged by name, and the others run. The round's own entry is written
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import Any
 
 from django_celery_beat.schedulers import DatabaseScheduler
@@ -26,3 +27,14 @@ class GuardedDatabaseScheduler(DatabaseScheduler):
             except (ValueError, OverflowError) as exc:
                 logger.error("beat entry %r refused, the others run: %s: %s", model.name, type(exc).__name__, exc)
         return schedule
+
+
+def runnable_by_beat(every: Any, period: Any) -> bool:
+    """Whether an interval of ``every`` ``period`` (django-celery-beat's fields) is one beat can run: a timedelta, as
+    beat builds it, of at most ``MAX_INTERVAL_SECONDS``. Anything not yet a number is left to the form's own checks."""
+    if not isinstance(every, int) or not isinstance(period, str):
+        return True
+    try:
+        return timedelta(**{period: every}).total_seconds() <= MAX_INTERVAL_SECONDS
+    except (OverflowError, TypeError):
+        return False

@@ -138,6 +138,15 @@ AT_LEAST_ONE_GPU = "Ensure this value is greater than or equal to 1."
 MAX_BELOW_MIN = "Max GPUs must be at least min GPUs."
 
 
+def check_job_change(job: Job, min_gpus: int, max_gpus: int, priority: int, gpu_type: str, actor: Actor) -> None:
+    """``ValidationError`` naming the field when ``set_gpu_bounds``, ``set_priority`` or a new GPU type would refuse
+    these values for ``job``: for a form to show before it saves anything."""
+    if max_gpus < min_gpus:
+        raise ValidationError({"max_gpus": MAX_BELOW_MIN})
+    check_fits_inventory(gpu_type, min_gpus, max_gpus)
+    check_priority_allowed(job.tenant, priority, actor)
+
+
 def check_priority_allowed(tenant: Tenant, priority: int, actor: Actor) -> None:
     """A tenant's member may give their own jobs at most the tenant's ``max_priority``; operators (staff) and
     the service itself (no actor) any priority in range: priorities order jobs across tenants."""

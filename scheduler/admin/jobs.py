@@ -97,19 +97,14 @@ class JobAdminForm(forms.ModelForm):
                 fields: dict[str, Any] = {name: data[name] for name in NEW_JOB_FIELDS if name in data}
                 services.new_job(**fields, owner=data.get("owner") or actor)
             else:
-                self._check_change(data, actor)
+                job = self.instance
+                services.check_job_change(job, data.get("min_gpus", job.min_gpus), data.get("max_gpus", job.max_gpus),
+                                          data.get("priority", job.priority), data.get("gpu_type", job.gpu_type) or "",
+                                          actor)
         except ValidationError as refused:
             for field, problems in refused.message_dict.items():
                 self.add_error(field if field in self.fields else None, problems)
         return data
-
-    def _check_change(self, data: dict, actor: object) -> None:
-        job = self.instance
-        low, high = data.get("min_gpus", job.min_gpus), data.get("max_gpus", job.max_gpus)
-        if high < low:
-            raise ValidationError({"max_gpus": services.MAX_BELOW_MIN})
-        services.check_fits_inventory(data.get("gpu_type", job.gpu_type) or "", low, high)
-        services.check_priority_allowed(job.tenant, data.get("priority", job.priority), actor)  # type: ignore[arg-type]
 
 
 NEW_JOB_FIELDS = ("tenant", "name", "workload_profile", "total_work", "min_gpus", "max_gpus", "priority", "gpu_type",
