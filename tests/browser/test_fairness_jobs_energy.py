@@ -177,3 +177,17 @@ def test_fairness_shows_borrowing_in_the_first_hour(staff_page, dashboard_data, 
       .map(t => [t.name, t.y[t.y.length - 1]])""")
     assert ["language", 1] in borrowed
     screenshot(staff_page, "fairness-first-hour")
+
+
+@pytest.mark.parametrize(("control", "typed"), [("#energy-days", "-3"), ("#energy-days", "100000"),
+                                                ("#energy-pue", ""), ("#energy-load", "1e9")])
+def test_a_bad_or_empty_box_is_refused_by_name_not_run_with_its_default(  # type: ignore[no-untyped-def]
+        staff_page, job_history, open_dashboard, control, typed) -> None:
+    """Failure 8: the browser blanks a number out of its box's range, and the page ran with the default unsaid."""
+    frame = open_dashboard(staff_page, "energy")
+    frame.fill(control, typed)
+    frame.click("#energy-run")
+    frame.wait_for_function("() => document.querySelector('#energy-message').innerText.includes('Not started')")
+    field = {"#energy-days": "days", "#energy-pue": "pue", "#energy-load": "load_factor"}[control]
+    assert f"{field}:" in frame.locator("#energy-message").inner_text()
+    assert not WhatIfSweep.objects.exists()

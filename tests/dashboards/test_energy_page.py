@@ -34,7 +34,7 @@ def test_controls_become_choices_with_bounds() -> None:
 
 @pytest.mark.parametrize(("control", "value", "field"), [
     (1, -3, "days"), (1, 0, "days"), (1, 100_000, "days"), (1, 2.5, "days"), (1, 10**400, "days"),
-    (9, None, "pue"), (9, "", "pue"),
+    (1, None, "days"), (9, None, "pue"), (9, "", "pue"),
     (8, 1e9, "load_factor"), (11, -1, "price_per_kwh"), (3, -5, "max_jobs"), (8, None, "load_factor"),
     (10, float("nan"), "grid_g_co2_per_kwh"), (7, 10**400, "min_off_seconds"),
 ])
