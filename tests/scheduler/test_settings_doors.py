@@ -24,6 +24,8 @@ from telemetry.exporter import render
 
 pytestmark = pytest.mark.django_db
 HUGE = 99_999_999_999_999
+# What a stored row can hold on every database (a 4-byte integer column on PostgreSQL), yet far past the rules.
+STORED_HUGE = 2_000_000_000
 
 
 def admin_form(**overrides: object) -> dict[str, object]:
@@ -72,7 +74,7 @@ def busy_cluster(tenant: Tenant, now: datetime) -> Job:
 
 def test_a_stored_value_that_breaks_its_rule_is_refused_and_rounds_keep_running(busy_cluster: Job, now) -> None:
     update_settings(policy="pollux", policy_config={"p": -2}, round_seconds=30)
-    SchedulerSettings.objects.update(policy_config={"p": "abc"}, round_seconds=HUGE)  # past every door
+    SchedulerSettings.objects.update(policy_config={"p": "abc"}, round_seconds=STORED_HUGE)  # past every door
     live, refused = live_settings()
     assert set(refused) == {"policy_config", "round_seconds"}
     assert (live.policy_config, live.round_seconds) == ({"p": -2}, 30)  # the last valid values
@@ -98,7 +100,7 @@ def test_without_a_last_valid_value_the_default_is_run(db: None) -> None:
 
 def test_beat_refuses_an_entry_it_cannot_run_and_runs_the_others(db: None) -> None:
     sync_round_schedule()
-    broken = IntervalSchedule.objects.create(every=HUGE, period=IntervalSchedule.SECONDS)
+    broken = IntervalSchedule.objects.create(every=STORED_HUGE, period=IntervalSchedule.DAYS)  # past timedelta
     PeriodicTask.objects.create(name="typed by hand", task="cluster_ops.tasks.heartbeat", interval=broken)
     schedule = GuardedDatabaseScheduler(app=celery_app, lazy=True).all_as_schedule()
     assert ROUND_SCHEDULE_NAME in schedule and "typed by hand" not in schedule
