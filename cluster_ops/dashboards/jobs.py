@@ -13,6 +13,7 @@ from dash import Input, Output, dcc, html
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.utils import timezone
+from plotly.colors import sample_colorscale
 
 from scheduler.models import RescaleKind, Tenant
 
@@ -25,6 +26,7 @@ from .overview import next_to_start  # the same table as the Overview's
 Viewer = User | AnonymousUser
 ALL = "__all__"
 GANTT_ROWS = 30
+GPU_SCALE = [[0, "#9ecae1"], [1, "#08306b"]]  # a bar's GPUs, light (one) to dark (the most in view)
 # How each kind of RescaleEvent is drawn on the timeline.
 MARKERS = {
     RescaleKind.START: ("triangle-right", COLOURS["busy"]),
@@ -118,13 +120,15 @@ def gantt(range_value: str, tenant: str | None, *, user: Viewer,
 def gantt_figure(data: Timeline) -> go.Figure:
     if not data.rows:
         return common.empty_figure("No job held GPUs in this range.", height=320)
-    top = max(s.gpus for s in data.segments)
+    low, high = 1, max(max(s.gpus for s in data.segments), 2)
     fig = go.Figure(go.Bar(
         base=[timezone.localtime(s.start) for s in data.segments],
         x=[(s.end - s.start).total_seconds() * 1000 for s in data.segments],
         y=[data.rows[s.job_id] for s in data.segments], orientation="h", name="GPUs held",
-        marker={"color": [s.gpus for s in data.segments], "colorscale": [[0, "#9ecae1"], [1, "#08306b"]],
-                "cmin": 1, "cmax": max(top, 2),
+        # Each bar's colour is picked here from the scale: plotly.js 4 warns once per bar ("Invalid color
+        # specifier") when a bar's colour is a number for it to map, though it maps it.
+        marker={"color": sample_colorscale(GPU_SCALE, [(s.gpus - low) / (high - low) for s in data.segments]),
+                "colorscale": GPU_SCALE, "cmin": low, "cmax": high, "showscale": True,
                 "colorbar": {"title": {"text": "GPUs", "side": "right"}, "thickness": 10}},
         customdata=[[s.gpus, timezone.localtime(s.start).strftime("%m-%d %H:%M"),
                      timezone.localtime(s.end).strftime("%m-%d %H:%M")] for s in data.segments],

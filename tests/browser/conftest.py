@@ -94,9 +94,16 @@ def log_in(page, base_url: str, username: str, password: str = PASSWORD) -> None
     page.wait_for_url(f"{base_url}/")
 
 
+def plotly_warned(kind: str, text: str) -> bool:
+    """Whether a console message is one of plotly.js's warnings, which it logs with ``console.trace`` (an invalid
+    colour, an axis it cannot draw) and Chromium therefore reports as a trace, not a warning."""
+    return kind == "trace" and text.startswith(("WARN:", "ERROR:"))
+
+
 def _guarded(page, base_url: str) -> Iterator:  # type: ignore[no-untyped-def]
     """Yield ``page``; afterwards fail if a request left the live server's host, a response was a 5xx, the console
-    logged an error or a warning (the page's or its frames'; a 404, /favicon.ico's too, is one), or a page loaded
+    logged an error or a warning (the page's or its frames', plotly.js's own included; a 404, /favicon.ico's too, is
+    one), or a page loaded
     plotly.js's full bundle (the charts must draw with our cartesian one: ``dashboards.common.SCRIPTS``)."""
     host = urlsplit(base_url).hostname
     outside: list[str] = []
@@ -104,7 +111,7 @@ def _guarded(page, base_url: str) -> Iterator:  # type: ignore[no-untyped-def]
     full_plotly: list[str] = []
     console: list[str] = []
     page.on("console", lambda m: console.append(f"{m.type}: {m.text} ({m.location.get('url', '')})")
-            if m.type in ("error", "warning") else None)
+            if m.type in ("error", "warning") or plotly_warned(m.type, m.text) else None)
     page.on("pageerror", lambda e: console.append(f"uncaught: {e}"))
     page.on("request", lambda r: outside.append(r.url)
             if r.url.startswith("http") and urlsplit(r.url).hostname != host else None)
