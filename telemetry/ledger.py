@@ -228,12 +228,40 @@ class TenantTime:
 
 def held_over_time(start: datetime, end: datetime, quotas: dict[str, int]) -> dict[str, TenantTime]:
     """Per tenant in ``quotas``: a sweep over its allocation intervals clipped to [start, end)."""
+    changes = _held_changes(start, end, quotas)
+    return {name: _sweep(marks, start, end, quotas[name]) for name, marks in changes.items()}
+
+
+def borrowed_by_span(bounds: list[datetime], quotas: dict[str, int]) -> dict[str, list[float]]:
+    """Per tenant in ``quotas``, the GPU-seconds it held above its quota in each span [bounds[i], bounds[i + 1])
+    (``bounds`` ascending; a span may be empty): the sweep of ``held_over_time``, cut at the bounds, so the spans
+    add up to its ``borrowed_gpu_seconds`` over [bounds[0], bounds[-1])."""
+    changes = _held_changes(bounds[0], bounds[-1], quotas)
+    return {name: _borrowed_in_spans(marks, bounds, quotas[name]) for name, marks in changes.items()}
+
+
+def _held_changes(start: datetime, end: datetime, quotas: dict[str, int]) -> dict[str, list[tuple[datetime, int]]]:
+    """Per tenant in ``quotas``, its allocations' starts (+1) and ends (−1) clipped to [start, end), in time order."""
     changes: dict[str, list[tuple[datetime, int]]] = {name: [] for name in quotas}
     rows = _allocations(start, end, None).values_list("job__tenant__name", "started_at", "ended_at")
     for name, began, ended in rows:
         if name in changes:
             changes[name] += [(max(start, began), 1), (min(end, ended or end), -1)]
-    return {name: _sweep(sorted(marks), start, end, quotas[name]) for name, marks in changes.items()}
+    return {name: sorted(marks) for name, marks in changes.items()}
+
+
+def _borrowed_in_spans(marks: list[tuple[datetime, int]], bounds: list[datetime], quota: int) -> list[float]:
+    spans = [0.0] * (len(bounds) - 1)
+    held, at, span = 0, bounds[0], 0
+    for when, step in [*marks, (bounds[-1], 0)]:
+        while at < when:  # the time from ``at`` to ``when``, cut where a span ends
+            while at >= bounds[span + 1]:  # ends before ``when`` <= bounds[-1], so a later span holds ``at``
+                span += 1
+            cut = min(when, bounds[span + 1])
+            spans[span] += max(0, held - quota) * (cut - at).total_seconds()
+            at = cut
+        held += step
+    return spans
 
 
 def _sweep(marks: list[tuple[datetime, int]], start: datetime, end: datetime, quota: int) -> TenantTime:

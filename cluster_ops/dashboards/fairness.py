@@ -30,6 +30,7 @@ from .fairness_data import (
 
 Viewer = User | AnonymousUser
 NO_TENANT = "You belong to no tenant yet: ask an operator to add you."
+HOUR_MS = HOUR.total_seconds() * 1000  # a date axis counts in milliseconds
 
 app = common.new_app("fairness")
 app.layout = common.page_layout(
@@ -40,7 +41,7 @@ app.layout = common.page_layout(
                             "fair share: the cluster split by fair-share weight among tenants with jobs waiting or "
                             "running"),
     dbc.Row([
-        dbc.Col(common.section("Borrowed GPUs (held above quota)", common.graph("fair-borrowed", 280)), lg=6),
+        dbc.Col(common.section("Borrowed GPU-hours (held above quota)", common.graph("fair-borrowed", 280)), lg=6),
         dbc.Col(common.section("Jain's fairness index over tenants", common.graph("fair-jain", 280),
                                subtitle="of share ÷ quota-proportional entitlement; 1 = every tenant got its due"),
                 lg=6),
@@ -119,10 +120,11 @@ def borrowed_figure(data: Shares) -> go.Figure:
     if not any(any(t.borrowed) for t in data.tenants):
         return common.empty_figure("No tenant held more than its quota in this range.")
     times = [timezone.localtime(s) for s in data.starts]
-    fig = go.Figure([go.Bar(name=t.tenant, x=times, y=t.borrowed, hovertemplate="%{y:.1f} GPUs")
-                     for t in data.tenants if any(t.borrowed)])
-    fig.update_layout(barmode="stack", bargap=0.05)
-    return common.styled(fig, x_title=_time_title(), y_title="GPUs above quota", height=280)
+    # Each bar spans its hour: plotly.js gives a lone bar on a date axis a width of one millisecond.
+    fig = go.Figure([go.Bar(name=t.tenant, x=times, y=t.borrowed, width=HOUR_MS * 0.95, offset=0,
+                            hovertemplate="%{y:.2f} GPU-h") for t in data.tenants if any(t.borrowed)])
+    fig.update_layout(barmode="stack")
+    return _hours_axis(common.styled(fig, x_title=_time_title(), y_title="GPU-hours above quota", height=280), data)
 
 
 def jain_figure(data: Shares) -> go.Figure:
@@ -134,6 +136,13 @@ def jain_figure(data: Shares) -> go.Figure:
                                hovertemplate="%{y:.3f}"))
     fig = common.styled(fig, x_title=_time_title(), y_title="Jain's index (1 = fair)", height=280, legend=False)
     fig.update_yaxes(range=[0, 1.05])
+    return _hours_axis(fig, data)
+
+
+def _hours_axis(fig: go.Figure, data: Shares) -> go.Figure:
+    """The time axis spans the hours shown, however few have a value (one point alone got a 1-ms-wide axis)."""
+    fig.update_xaxes(type="date", range=[timezone.localtime(data.starts[0]),
+                                         timezone.localtime(data.starts[-1] + HOUR)])
     return fig
 
 

@@ -6,7 +6,9 @@ Definitions, each from its single home:
 * **GPUs held** per tenant and hour: its jobs' GPU-seconds in ``JobUsageHour`` ÷ 3,600
   (``telemetry.queries.utilisation(tenant=…)``); for the hour still running, which has no job hours yet, the GPUs
   its jobs hold now (open allocations), so shares, borrowing and Jain's index show from the first minute.
-  **Borrowed** = held above the tenant's quota.
+  **Borrowed** per hour: the GPU-hours the tenant's jobs held above its quota in that hour (the running hour: so
+  far), from the allocations, by the ledger's sweep (``telemetry.ledger.borrowed_by_span``) — the reports' own
+  figure, so an hour's bars add up to what a report of the same minutes says.
 * **Fair share** of a tenant in an hour: the cluster's GPUs × its ``fair_share_weight`` ÷ the weights of the tenants
   with demand (a job submitted and not finished during the hour) — the weighted slice Themis gives each tenant
   (``scheduler.core.policies.themis.private_slices``).
@@ -37,6 +39,7 @@ from scheduler.forecasts import frees_text, latest_for, starts_in, visible_tenan
 from scheduler.models import ACTIVE_STATES, QUEUED_STATES, Allocation, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, fair_share_seconds, ftf_values, jain_index, percentile
 from scheduler.sim.records import JobOutcome
+from telemetry.ledger import borrowed_by_span
 from telemetry.queries import gpus_held_by_tenant, utilisation
 from telemetry.rollups import HOURS, floor
 
@@ -55,12 +58,12 @@ class TenantShares:
     quota: int
     held: list[float]  # average GPUs held per hour
     fair_share: list[float]  # GPUs
-    borrowed: list[float]  # GPUs held above quota
+    borrowed: list[float]  # GPU-hours held above quota, per hour
 
 
 @dataclass(frozen=True)
 class Shares:
-    starts: list[datetime]  # hour buckets
+    starts: list[datetime]  # hour buckets; the last ends at ``starts[-1] + HOUR``
     total_gpus: int
     tenants: list[TenantShares]  # those the user may see
     jain: list[float | None]  # cluster-wide, None for an hour without demand
@@ -80,6 +83,7 @@ def shares_over_time(user: Viewer, start: datetime, end: datetime, now: datetime
             hourly[-1] = float(holding.get(name, 0))
     demand = _demand_by_hour(starts, held)
     quotas = {t.name: t.gpu_quota for t in tenants}
+    borrowed = _borrowed_by_hour(starts, start, min(end, now), quotas)
     weights = {t.name: t.fair_share_weight for t in tenants}
     jain = [_jain(held, wanting, quotas, total, i) for i, wanting in enumerate(demand)]
     visible = set(Tenant.objects.visible_to(user).values_list("name", flat=True))
@@ -88,7 +92,7 @@ def shares_over_time(user: Viewer, start: datetime, end: datetime, now: datetime
             t.name, t.gpu_quota, held[t.name],
             [total * weights[t.name] / sum(weights[w] for w in wanting) if t.name in wanting else 0.0
              for wanting in demand],
-            [max(0.0, h - t.gpu_quota) for h in held[t.name]],
+            borrowed[t.name],
         )
         for t in tenants if t.name in visible
     ]
@@ -98,6 +102,14 @@ def shares_over_time(user: Viewer, start: datetime, end: datetime, now: datetime
 def hour_starts(start: datetime, end: datetime) -> list[datetime]:
     first = floor(start, HOUR)
     return [first + i * HOUR for i in range(max(1, -(-(end - first) // HOUR)))]
+
+
+def _borrowed_by_hour(starts: list[datetime], start: datetime, end: datetime,
+                      quotas: dict[str, int]) -> dict[str, list[float]]:
+    """GPU-hours above quota per tenant and hour, counted over the part of each hour inside [start, end)."""
+    bounds = [min(max(at, start), max(start, end)) for at in [*starts, starts[-1] + HOUR]]
+    return {name: [seconds / HOUR.total_seconds() for seconds in spans]
+            for name, spans in borrowed_by_span(bounds, quotas).items()}
 
 
 def _held_by_hour(tenant: Tenant, start: datetime, end: datetime, starts: list[datetime]) -> list[float]:

@@ -11,6 +11,8 @@ from django.utils import timezone
 from cluster_ops.celery import app as celery_app
 from scheduler import whatif
 from scheduler.models import WhatIfRun, WhatIfStatus, WhatIfSweep
+from telemetry.ledger import held_over_time
+from telemetry.rollups import HOURS, floor
 from tests.dashboards.history import History, seed_history
 
 from .conftest import chart_meta, chart_traces
@@ -173,9 +175,16 @@ def test_fairness_shows_borrowing_in_the_first_hour(staff_page, dashboard_data, 
     Tenant.objects.filter(name="language").update(gpu_quota=held - 1)
     frame = open_dashboard(staff_page, "fairness")
     drawn(frame, "fair-shares", "fair-borrowed", "fair-jain")
-    borrowed = frame.evaluate("""() => document.querySelector('#fair-borrowed .js-plotly-plot').data
-      .map(t => [t.name, t.y[t.y.length - 1]])""")
-    assert ["language", 1] in borrowed
+    borrowed = dict(frame.evaluate("""() => document.querySelector('#fair-borrowed .js-plotly-plot').data
+      .map(t => [t.name, t.y[t.y.length - 1]])"""))
+    # The GPU-hours above quota so far this hour: what a report of the same minutes says (within a few seconds).
+    hour = floor(timezone.now(), HOURS.width)
+    report = held_over_time(hour, timezone.now(), {"language": held - 1})["language"].borrowed_gpu_seconds / 3600
+    assert borrowed["language"] == pytest.approx(report, abs=0.01) and borrowed["language"] > 0
+    for chart in ("fair-borrowed", "fair-jain"):  # one hour's point on an axis an hour wide, not a millisecond
+        width = frame.evaluate(f"""() => {{ const axis = document.querySelector('#{chart} .js-plotly-plot')
+          ._fullLayout.xaxis; return axis.r2l(axis.range[1]) - axis.r2l(axis.range[0]); }}""")
+        assert width >= 3_600_000, (chart, width)
     screenshot(staff_page, "fairness-first-hour")
 
 
