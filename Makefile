@@ -24,13 +24,15 @@ run: venv
 	@# On the Slurm lab, the example jobs (examples/elastic_train.py) run this venv's Python: they need PyTorch.
 	@if [ "$${CLUSTER_BACKEND:-}" = slurm ] && [ "$${SLURM_DEMO_JOBS:-0}" != 0 ]; then \
 	    $(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/pip install --quiet -r requirements-node.txt; fi
+	@# Refused beside a running instance before anything is set up.
+	@EMBEDDED_REDIS=$(EMBEDDED_REDIS) WEB_ADDRESS="$${WEB_ADDRESS:-127.0.0.1:8000}" $(MANAGE) process_config --check
 	$(MANAGE) check
 	$(MANAGE) migrate --noinput
 	$(MANAGE) ensure_admin
 	$(MANAGE) sync_schedules
 	$(MANAGE) seed_demo
 	$(MANAGE) collectstatic --noinput --verbosity 0
-	@echo "Cluster Ops on http://$${WEB_ADDRESS:-127.0.0.1:8000}/ — a process that dies is restarted; Ctrl-C stops them all"
+	@echo "Starting Cluster Ops; it says its address when it answers"
 	@mkdir -p "$${VAR_DIR:-$(CURDIR)/var}"
 	@export PATH="$(CURDIR)/$(BIN):$$PATH" CLUSTER_OPS_BIN="$(CURDIR)/$(BIN)" EMBEDDED_REDIS=$(EMBEDDED_REDIS) \
 	    VAR_DIR="$${VAR_DIR:-$(CURDIR)/var}" WEB_ADDRESS="$${WEB_ADDRESS:-127.0.0.1:8000}" && \

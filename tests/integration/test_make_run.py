@@ -115,6 +115,10 @@ def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures
     marker, web_port = f"CLUSTER_OPS_STACK_TEST={uuid.uuid4().hex}", free_port()
     stack, output = start_stack(repo_root, stack_env(fixtures_dir, tmp_path, marker, web_port))
     try:
+        # The address is said once the site answers, not while gunicorn is still loading (it was ~36 s early).
+        assert output.wait_for(rf"Cluster Ops answers on http://127\.0\.0\.1:{web_port}/", seconds=120), \
+            output.text[-3000:]
+        assert urllib.request.urlopen(f"http://127.0.0.1:{web_port}/accounts/login/", timeout=2).status == 200
         assert output.wait_for(r"heartbeat #2 from worker", seconds=120), output.text[-3000:]
         assert "created admin user" in output.text and "16 node(s), 3 tenant(s), 3 job(s) added" in output.text
         base = f"http://127.0.0.1:{web_port}"
@@ -152,6 +156,8 @@ def test_no_process_outlives_its_supervisor_and_a_second_run_is_refused(repo_roo
                                env={**env, "VAR_DIR": str(tmp_path / "second")}, capture_output=True)
         refusal = again.stdout + again.stderr
         assert again.returncode != 0 and f"port {web_port}" in refusal and "is held by pid" in refusal, refusal[-2000:]
+        # Refused first, before it migrates, seeds or collects anything (it used to set everything up, then refuse).
+        assert "Operations to perform" not in refusal and "manage.py check" not in refusal, refusal[-2000:]
         supervisor = int((tmp_path / "first" / "supervisord.pid").read_text())
         os.kill(supervisor, signal.SIGKILL)
         assert wait_until(lambda: processes_with(marker) == [], seconds=30), [

@@ -1,5 +1,9 @@
 """Write `make run`'s supervisord configuration from the Procfile, after checking that nothing holds its ports.
 
+``--check`` only checks the ports: `make run` does it first, so that a second `make run` is refused before it sets
+anything up. Beside the Procfile's programs the file runs ``announce_when_up``, which says the site's address once
+the web server answers (not before, while it is still starting).
+
 The Procfile is the one list of the product's processes; supervisord's file is generated from it into VAR_DIR, with
 absolute paths (so ``supervisorctl -c var/supervisord.conf`` works from any shell). Each program is started under
 util-linux ``setpriv --pdeathsig KILL``: when supervisord dies, however it dies, the kernel kills its children, and
@@ -18,12 +22,13 @@ from pathlib import Path
 
 import psutil
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 REPO = Path(__file__).resolve().parents[3]
 PROCFILE = REPO / "Procfile"
 # Start order: the broker first, the web server last (it is what people wait on).
-PRIORITY = {"redis": 10, "beat": 30, "web": 40}
+ANNOUNCER = "ready"
+PRIORITY = {"redis": 10, "beat": 30, "web": 40, ANNOUNCER: 50}
 
 
 def procfile(path: Path = PROCFILE) -> dict[str, str]:
@@ -41,6 +46,7 @@ def supervisord_conf(programs: dict[str, str], var_dir: Path, bin_dir: Path, emb
     sections = [_header(var_dir)]
     for name, command in programs.items():
         sections.append(_program(name, command, bin_dir, autostart=embedded_redis if name == "redis" else True))
+    sections.append(_program(ANNOUNCER, "python manage.py announce_when_up", bin_dir, autostart=True, once=True))
     return "\n".join(sections)
 
 
@@ -65,7 +71,8 @@ supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface
 """
 
 
-def _program(name: str, command: str, bin_dir: Path, autostart: bool) -> str:
+def _program(name: str, command: str, bin_dir: Path, autostart: bool, once: bool = False) -> str:
+    """A supervised program; ``once``: one that runs to its end and is not started again."""
     shell = f"exec {command}".replace("%", "%%").replace("'", "'\\''")
     guard = f"{shutil.which('setpriv')} --pdeathsig KILL -- " if shutil.which("setpriv") else ""
     return f"""[program:{name}]
@@ -74,8 +81,8 @@ environment = PATH="{bin_dir}:%(ENV_PATH)s"
 autostart = {str(autostart).lower()}
 priority = {PRIORITY.get(name, 20)}
 directory = {REPO}
-autorestart = true
-startsecs = 1
+autorestart = {str(not once).lower()}
+startsecs = {0 if once else 1}
 startretries = 1000
 stopasgroup = true
 killasgroup = true
@@ -113,17 +120,14 @@ def port_in_use(host: str, port: int) -> bool:
 class Command(BaseCommand):
     help = "Refuse to start beside a running instance; write VAR_DIR/supervisord.conf from the Procfile."
 
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--check", action="store_true", help="only check that nothing holds the ports")
+
     def handle(self, *args: object, **options: object) -> None:
         embedded = os.environ.get("EMBEDDED_REDIS", "true") == "true"
-        host, _, port = os.environ.get("WEB_ADDRESS", "127.0.0.1:8000").rpartition(":")
-        wanted = [("the web server (WEB_ADDRESS)", host or "127.0.0.1", int(port))]
-        if embedded:
-            wanted.append(("the embedded Redis (EMBEDDED_REDIS_PORT)", "127.0.0.1", settings.EMBEDDED_REDIS_PORT))
-        for what, address, number in wanted:
-            if port_in_use(address, number):
-                holder = holder_of(number) or "another process"
-                raise CommandError(f"port {number} for {what} is held by {holder}: is a previous `make run` still "
-                                   "running? Stop it first, or choose another port.")
+        self._refuse_held_ports(embedded)
+        if options["check"]:
+            return
         bin_dir = Path(os.environ.get("CLUSTER_OPS_BIN") or Path(sys.executable).parent).resolve()
         settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
         target = settings.VAR_DIR / "supervisord.conf"
@@ -132,3 +136,14 @@ class Command(BaseCommand):
         partial.write_text(text)
         partial.replace(target)  # never half-written
         self.stdout.write(str(target))
+
+    def _refuse_held_ports(self, embedded_redis: bool) -> None:
+        host, _, port = os.environ.get("WEB_ADDRESS", "127.0.0.1:8000").rpartition(":")
+        wanted = [("the web server (WEB_ADDRESS)", host or "127.0.0.1", int(port))]
+        if embedded_redis:
+            wanted.append(("the embedded Redis (EMBEDDED_REDIS_PORT)", "127.0.0.1", settings.EMBEDDED_REDIS_PORT))
+        for what, address, number in wanted:
+            if port_in_use(address, number):
+                holder = holder_of(number) or "another process"
+                raise CommandError(f"port {number} for {what} is held by {holder}: is a previous `make run` still "
+                                   "running? Stop it first, or choose another port.")
