@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from copy import copy
 from typing import Any
 
 from django import forms
@@ -11,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..core.policy import policy_names, policy_summary
-from ..live.config import EDITABLE, policy_errors, scheduler_settings
+from ..live.config import EDITABLE, scheduler_settings, settings_errors
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
 from ..preview import Preview, preview_round
 from ..schedule import update_settings
@@ -36,7 +37,11 @@ class SchedulerSettingsForm(forms.ModelForm):
         cleaned = super().clean() or {}
         if "policy_config" in cleaned and cleaned["policy_config"] is None:  # an empty box: no settings
             cleaned["policy_config"] = {}
-        for name, problems in policy_errors(cleaned.get("policy", ""), cleaned.get("policy_config") or {}).items():
+        candidate = copy(self.instance)  # the row as it would be saved; fields refused above keep their value
+        for name in EDITABLE:
+            if name in cleaned:
+                setattr(candidate, name, cleaned[name])
+        for name, problems in settings_errors(candidate).items():
             self.add_error(name if name in self.fields else None, problems)
         return cleaned
 

@@ -4,31 +4,23 @@ field, and the job list still renders afterwards."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from django.core.cache import cache
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from scheduler.models import Allocation, Job, JobReport, JobState, Node, RescaleEvent, WhatIfRun
 from telemetry.models import PowerCap
+from tests.hostile import VALUES, fuzz_settings
 
 from .test_report import hold_gpus
 
 pytestmark = pytest.mark.django_db
 
-NUMBERS = st.one_of(
-    st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([0, 1, -1, 2**31, 2**63 - 1, 1e308, 1e-320, 0.5]),
-)
-SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, st.text(max_size=30), st.sampled_from(["", "nan", "1", "a100"]))
-VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=8), inner, max_size=3)),
-                      max_leaves=6)
 FIELDS = {
     "submit": ["tenant", "name", "workload_profile", "total_work", "min_gpus", "max_gpus", "priority", "gpu_type",
                "batch_size", "command", "client_key"],
@@ -76,9 +68,7 @@ def post(api: APIClient, method: str, path: str, body: Any, **headers: str) -> A
     return getattr(api, method)(path, json.dumps(body, allow_nan=True), content_type="application/json", **headers)
 
 
-# FUZZ_EXAMPLES=1500 for a long run by hand; CI runs 60 per endpoint.
-FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")),
-                deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = fuzz_settings(60)  # FUZZ_EXAMPLES=1500 for a long run by hand; CI runs 60 per endpoint
 
 
 @pytest.fixture

@@ -40,6 +40,7 @@ def admin_form(**overrides: object) -> dict[str, object]:
     ("policy_config", '{"p": "abc"}', "p: Input should be a valid number"),
     ("policy_config", '{"p": true}', "p: Input should be a valid number"),
     ("policy_config", '{"q": 1}', "unknown setting q"),
+    ("policy_config", "0", "Expected an object"),  # was falsy, so checked as {} by the form: the service's 500
 ])
 def test_admin_refuses_a_bad_setting_with_the_services_message(operator_client: Client, field: str, value: object,
                                                                said: str) -> None:
