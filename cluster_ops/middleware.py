@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
 from . import bounded_json
+from .dashboards.common import ACTIONS, Action
 
 DASH_APP_PREFIX = "/django_plotly_dash/"
 DASH_CALLBACK_SUFFIX = "/_dash-update-component"
@@ -71,9 +72,12 @@ class DashCallbacksRefuseCraftedRequests:
                      callback_kwargs: dict) -> HttpResponse | None:
         """After the CSRF check (listed after ``DashCallbacksCsrf``): a body that is not a Dash request is a 400 —
         django-plotly-dash answers one it cannot decode with an empty 200, which a client takes for success."""
-        if request.method == "POST" and _is_callback(request) and not _is_dash_request(request.body):
+        if request.method != "POST" or not _is_callback(request):
+            return None
+        if not _is_dash_request(request.body):
             return JsonResponse({"error": CRAFTED_CALLBACK}, status=400)
-        return None
+        refused = _refused_action(request)
+        return JsonResponse({"error": f"You may not {refused.what}."}, status=403) if refused else None
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         if not _is_callback(request):
@@ -84,6 +88,22 @@ class DashCallbacksRefuseCraftedRequests:
 
 def _is_callback(request: HttpRequest) -> bool:
     return request.path.startswith(DASH_APP_PREFIX) and request.path.endswith(DASH_CALLBACK_SUFFIX)
+
+
+def _refused_action(request: HttpRequest) -> Action | None:
+    """The declared action (``dashboards.common.action``) this request fires — its input changed, or carrying a
+    value such as a click count — that the user may not use."""
+    app_name = request.path.removeprefix(DASH_APP_PREFIX).removeprefix("app/").partition("/")[0]
+    body = bounded_json.loads(request.body)
+    changed = {str(ident) for ident in body.get("changedPropIds") or [] if isinstance(ident, str | int)}
+    for given in body.get("inputs") or []:
+        if not isinstance(given, dict):
+            continue
+        trigger = f"{given.get('id')}.{given.get('property')}"
+        action = ACTIONS.get((app_name, trigger))
+        if action and (trigger in changed or given.get("value")) and not action.allowed(request.user):
+            return action
+    return None
 
 
 def _is_dash_request(body: bytes) -> bool:

@@ -7,7 +7,7 @@ Styling is Bootstrap (dash-bootstrap-components) from our own static files, plot
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -49,6 +49,26 @@ STYLESHEETS = [static_url("vendor/bootstrap/bootstrap.min.css"), static_url("clu
 # bar, scatter, histogram or heatmap. dcc.Graph uses ``window.Plotly`` when a script has set it, and compiling the
 # smaller bundle is most of what a page's first load in a browser costs (scripts/bench_dashboards.py).
 SCRIPTS = [static_url("vendor/plotly/plotly-cartesian.min.js")]
+
+
+@dataclass(frozen=True)
+class Action:
+    """A control whose callback starts or changes something, and who may use it: the API's permission for it."""
+
+    allowed: Callable[[Any], bool]  # of the request's user
+    what: str  # "start what-ifs"
+
+
+# (app name, "component-id.property") → its Action. The callback checks it too and explains a refusal on the page,
+# where the control is greyed out for those who may not use it; a request that fires it anyway is refused with a
+# 403 before the callback runs (cluster_ops.middleware.DashCallbacksRefuseCraftedRequests).
+ACTIONS: dict[tuple[str, str], Action] = {}
+
+
+def action(app_name: str, trigger: str, allowed: Callable[[Any], bool], what: str) -> None:
+    """Declare ``trigger`` (a callback input, "id.property") of ``app_name`` as an action only ``allowed`` users
+    may fire."""
+    ACTIONS[(app_name, trigger)] = Action(allowed, what)
 
 
 def new_app(name: str) -> DjangoDash:

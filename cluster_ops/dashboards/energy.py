@@ -239,6 +239,9 @@ def may_start_whatifs(user: Viewer) -> bool:
     return bool(user.is_authenticated and user.is_staff and user.has_perm(START_PERMISSION))
 
 
+common.action("energy", "energy-run.n_clicks", may_start_whatifs, "start what-ifs")
+
+
 @app.callback([Output("energy-sweep", "options"), Output("energy-sweep", "value"),
                Output("energy-message", "children")],
               Input("energy-run", "n_clicks"), Input("energy-init", "data"), *[State(c, "value") for c in CONTROLS])

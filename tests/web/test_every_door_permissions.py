@@ -3,6 +3,8 @@ every page that starts or sends something, as from the API; the permission that 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import Permission, User
@@ -84,6 +86,32 @@ def test_the_energy_page_starts_what_ifs_only_with_the_apis_permission(viewer: U
     assert shown is None and "permission" in str(message) and not WhatIfSweep.objects.exists()
     assert energy.init(1, user=viewer)[3] is True  # the button is disabled for them
     assert energy.may_start_whatifs(operator)  # a superuser holds every permission
+
+
+def test_a_view_only_user_firing_the_run_button_gets_a_403_and_its_page_still_loads(viewer_client: Client,
+                                                                                       operator: User) -> None:
+    from tests.web.test_doors_fuzz import CALLBACKS, request_body
+
+    name, spec = next((n, s) for n, s in CALLBACKS.items() if "energy-run" in str(s["inputs"]))
+    url = "/django_plotly_dash/app/energy/_dash-update-component"
+    clicked = request_body(spec, [1, 1, *energy_values()])
+    response = viewer_client.post(url, json.dumps(clicked), content_type="application/json")
+    assert response.status_code == 403 and response.json() == {"error": "You may not start what-ifs."}
+    assert not WhatIfSweep.objects.exists()
+    loading = {**request_body(spec, [None, 1, *energy_values()]), "changedPropIds": ["energy-init.data"]}
+    assert viewer_client.post(url, json.dumps(loading), content_type="application/json").status_code == 200  # load
+    permitted = Client()
+    permitted.force_login(operator)
+    assert permitted.post(url, json.dumps(clicked), content_type="application/json").status_code == 200, name
+
+
+def test_every_declared_action_is_a_real_control_of_its_page() -> None:
+    from cluster_ops.dashboards.common import ACTIONS
+    from tests.web.test_doors_fuzz import CALLBACKS
+
+    inputs = {(name.split("#")[0], f"{i.component_id}.{i.component_property}")
+              for name, spec in CALLBACKS.items() for i in spec["inputs"]}
+    assert ACTIONS and set(ACTIONS) <= inputs
 
 
 def energy_values(**changed: object) -> list[object]:
