@@ -113,4 +113,16 @@ def _is_dash_request(body: bytes) -> bool:
         decoded = bounded_json.loads(body)
     except ValueError:
         return False
-    return isinstance(decoded, dict) and isinstance(decoded.get("output"), str)
+    return isinstance(decoded, dict) and isinstance(decoded.get("output"), str) and not _holds_nul(decoded)
+
+
+def _holds_nul(value: object) -> bool:
+    """Whether a NUL character is in any text of ``value``: no control sends one, and PostgreSQL refuses it in
+    a query, so it is refused here as forms and the API refuse it (Django's ProhibitNullCharactersValidator)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_holds_nul(key) or _holds_nul(item) for key, item in value.items())
+    if isinstance(value, list):
+        return any(_holds_nul(item) for item in value)
+    return False
