@@ -215,7 +215,7 @@ AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contri
 AXES_FAILURE_LIMIT = envint("AXES_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=envint("AXES_COOLOFF_MINUTES", 15, minimum=1))
 # An address that failed too often is locked, and a user name only from the address that failed with it: an attacker
-# elsewhere cannot keep `admin` locked out (issue 20).
+# elsewhere cannot keep `admin` locked out.
 AXES_LOCKOUT_PARAMETERS = ["ip_address", ["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
@@ -314,7 +314,7 @@ ROUND_QUEUE, BACKGROUND_QUEUE, REPORT_QUEUE, DEFAULT_QUEUE = "rounds", "backgrou
 CELERY_TASK_DEFAULT_QUEUE = DEFAULT_QUEUE
 # Long tasks, acknowledged late: a worker reserves no message beyond the ones it runs, so that what waits stays in the
 # broker's queue for the other workers (and for this one, restarted) rather than die with a killed worker's
-# reservations (issue 20: a queued what-if started only at the resend, 15 minutes later).
+# reservations (a queued what-if started only at the resend, 15 minutes later).
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ROUTES = {
     **{name: {"queue": ROUND_QUEUE} for name in (

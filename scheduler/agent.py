@@ -1,7 +1,7 @@
 """The node agent: runs this machine's ranks of each job, as the local executor asks.
 
 An agent is a Celery worker on a GPU machine consuming ``node.<NODE_HOSTNAME>`` (see the
-README). Its two tasks, thin wrappers in ``scheduler/tasks.py``:
+manual, Cluster back-ends). Its two tasks, thin wrappers in ``scheduler/tasks.py``:
 
 - ``apply(message)`` makes this node run exactly its part of one generation of a job.
   Idempotent by (job, generation): a generation not above the one this node already runs,

@@ -63,8 +63,8 @@ DEMO_SPEEDUP = 10.0
 # The trace was written for Pollux's 64 T4 GPUs; our 128 A100/V100 would sit idle at its
 # pace. Arrivals come this many times faster still, so GPUs are contended and rescaled.
 DEMO_LOAD = 6.0
-# The best policy measured on the demo's mixed A100 + V100 cluster with its trace at DEMO_LOAD (README,
-# "Performance": average JCT 575 s under sia-profiled, 736 s sia, 792 s pollux, 4,364 s tiresias).
+# The best policy measured on the demo's mixed A100 + V100 cluster with its trace at DEMO_LOAD (a replay through
+# the simulator: average JCT 575 s under sia-profiled, 736 s sia, 792 s pollux, 4,364 s tiresias).
 DEMO_POLICY = "sia-profiled"
 FEED_TASK = "scheduler.feed_demo"
 FEED_SCHEDULE_NAME = "demo-feed"

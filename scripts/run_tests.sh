@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The whole suite, as `make test` runs it: lint and type checks, then pytest.
+# The whole suite, as `make test` runs it: lint and type checks, the manual's build, then pytest.
 # pytest exits 5 when it collected no test: that is a broken selection, never a pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 .venv/bin/ruff check . || exit 1
 .venv/bin/mypy || exit 1
+NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet || exit 1  # the manual: a broken link fails the suite
 .venv/bin/python -m tests.prerequisites || exit 1  # installs (as root) or names what the suite needs
 .venv/bin/pytest --durations=30 "$@"  # the slowest tests named in every log: where the suite's time goes
 status=$?

@@ -1,4 +1,5 @@
-"""Soak a running `make run` the way issue 20 broke it, and print what happened (a measurement, not a test).
+"""Soak a running `make run` as a long day of use would (crashes, what-ifs beside rounds), and print what happened
+(a measurement, not a test).
 
 Run beside a `make run` started with the same environment (VAR_DIR, EMBEDDED_REDIS_PORT or REDIS_URL):
 

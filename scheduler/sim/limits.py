@@ -1,5 +1,5 @@
 """How long a simulation may run: no run goes past ``MAX_SIMULATED_SECONDS``, and a workload with a job that
-could not finish by then even alone on the cluster is refused before the replay starts (issue 13)."""
+could not finish by then even alone on the cluster is refused before the replay starts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .job_run import JobRun
 from .records import WorkloadJob
 
 # No simulation runs past this simulated time: a year and a half covers every public trace (Philly's is ~3 months)
-# with room for queueing, and bounds a what-if's work whatever the workload says (issue 13: 1e308 work ran forever).
+# with room for queueing, and bounds a what-if's work whatever the workload says (1e308 work ran forever).
 MAX_SIMULATED_SECONDS = 550 * 86_400.0
 
 

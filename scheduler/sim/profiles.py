@@ -199,7 +199,7 @@ def load_statistics(application_dir: Path) -> Statistics:
     why the median): the statistics as measured at M0. Pooling the larger batches' curves
     too gave φ 2–6× larger (late-training epochs weigh more there), and replaying the
     Pollux authors' workloads then ran Tiresias and Optimus 20–30 % faster than their own
-    simulator; with the M0 curve both land within 15 % (README, validate_pollux).
+    simulator; with the M0 curve both land within 15 % (docs/validation.md, validate_pollux).
     """
     curves = validation_curves(application_dir)
     if not curves:

@@ -1,4 +1,4 @@
-"""Issue 13's hostile inputs, each refused with a 400 (or 409) naming its field, and nothing stored.
+"""Hostile inputs, each refused with a 400 (or 409) naming its field, and nothing stored.
 
 Each test here failed before the bounds (``scheduler/bounds.py``) and the inventory check existed.
 """

@@ -1,4 +1,4 @@
-"""Generated query parameters against every GET that reads them (issue 20, item 8): never a 5xx; a 400 names the
+"""Generated query parameters against every GET that reads them: never a 5xx; a 400 names the
 parameter. Two 500s were found by hand: ``end=0001-01-01T00:30:00Z`` (OverflowError in ``end - 24 h``) on
 /api/utilisation/ and, on writes, a 400-digit integer (``math.isfinite`` on an int too large for a float)."""
 

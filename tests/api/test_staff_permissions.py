@@ -1,4 +1,4 @@
-"""Issue 13, failure 6: a staff user with no model permissions got 403 in admin but 200 from ``PATCH /api/jobs/45/``
+"""A staff user with no model permissions got 403 in admin but 200 from ``PATCH /api/jobs/45/``
 and 202 from ``POST /api/gpus/1/power-cap/``. The API now asks for the permissions admin asks for."""
 
 from __future__ import annotations

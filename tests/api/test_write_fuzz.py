@@ -1,4 +1,4 @@
-"""Generated bodies against every write endpoint (issue 13): never a 5xx, nothing half-written, every 400 names a
+"""Generated bodies against every write endpoint: never a 5xx, nothing half-written, every 400 names a
 field, and the job list still renders afterwards."""
 
 from __future__ import annotations

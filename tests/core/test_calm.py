@@ -1,4 +1,4 @@
-"""Calm rounds (issue 23): a change that speeds a job up must repay its restart within the stated horizon, a
+"""Calm rounds: a change that speeds a job up must repay its restart within the stated horizon, a
 move between GPU types says so with its speed-up and restart, and holds never take GPUs given to others."""
 
 from __future__ import annotations

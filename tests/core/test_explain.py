@@ -1,4 +1,4 @@
-"""Reasons that explain the number (issue 15, item 5): a start or resize says what set its count; a job that
+"""Reasons that explain the number: a start or resize says what set its count; a job that
 cannot be placed says who holds the GPUs and what would free them."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_a_job_that_cannot_be_placed_is_told_who_holds_its_gpus() -> None:
 
 
 def test_who_holds_the_gpus_never_names_another_tenant_s_job() -> None:
-    """The reason becomes the waiting job's pending_reason, read by its tenant (issue 20, item 9)."""
+    """The reason becomes the waiting job's pending_reason, read by its tenant."""
     s, counts = held_but_two("other-tenant")
     late = run_cycle(s, Fixed(counts, {"late": "cannot place: 4 more a100 GPUs needed, 2 free"})).decisions["late"]
     assert "(largest: another tenant's job with 10;" in late.reason and "job w " not in late.reason

@@ -1,4 +1,4 @@
-"""Issue 14: every speed is priced on the GPU type a job holds (or would hold), and a job never spans types."""
+"""Every speed is priced on the GPU type a job holds (or would hold), and a job never spans types."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Overview's last-round table names the GPU type each decided job went on (issue 14)."""
+"""The Overview's last-round table names the GPU type each decided job went on."""
 
 from __future__ import annotations
 

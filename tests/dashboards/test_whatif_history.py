@@ -128,7 +128,7 @@ def test_trace_files_lists_job_traces_only(fixtures_dir: Path) -> None:
     assert not any(name.startswith("pollux/traces/") for name in found)  # validation curves are not traces
 
 
-# --- defaults that compare like with like (issue 15, item 7) -------------------------------------
+# --- defaults that compare like with like -------------------------------------
 
 
 def test_the_history_offered_is_what_exists(history: History) -> None:

@@ -145,7 +145,7 @@ def timed_get(app: App, path: str) -> tuple[int, float]:
 
 def test_a_burst_of_reads_is_answered_within_the_user_rate(app: App) -> None:
     """300 GETs of one user's job list at once (the issue's burst): every one 200, none throttled (the user rate is
-    per web process, 1,200 a minute), and the latencies printed for the README's load figures."""
+    per web process, 1,200 a minute), and the latencies printed for the manual's load figures (docs/performance.md)."""
     for n in range(50):
         submit(app, 1000 + n)
     with ThreadPoolExecutor(GET_THREADS) as pool:

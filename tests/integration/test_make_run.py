@@ -129,7 +129,7 @@ def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures
         events = log_in_and_get(base, "/admin/scheduler/rescaleevent/?kind=start", "stack-test-password")
         assert "started on" in events or "GPUs" in events, events[-2000:]
         assert len(processes_with(marker)) >= 8  # supervisord, redis, four workers (+ children), beat, gunicorn
-        for program in ("rounds", "redis"):  # issue 13: one dead component took everything down
+        for program in ("rounds", "redis"):  # one dead component took everything down
             survives_a_kill(program, tmp_path, base, output)
         beats = output.text.count("heartbeat #")  # the restarted round worker beats again, through the new Redis
         assert wait_until(lambda: output.text.count("heartbeat #") >= beats + 2, seconds=60), output.text[-3000:]
@@ -146,7 +146,7 @@ def test_make_run_serves_admin_beats_and_stops_cleanly(repo_root: Path, fixtures
 def test_no_process_outlives_its_supervisor_and_a_second_run_is_refused(repo_root: Path, fixtures_dir: Path,
                                                                         tmp_path: Path) -> None:
     """supervisord SIGKILLed left gunicorn, the workers, beat and Redis serving as orphans, and the next `make run`
-    collided with them (issue 20, item 6)."""
+    collided with them."""
     marker, web_port = f"CLUSTER_OPS_STACK_TEST={uuid.uuid4().hex}", free_port()
     env = stack_env(fixtures_dir, tmp_path / "first", marker, web_port)
     stack, output = start_stack(repo_root, env)

@@ -81,7 +81,7 @@ def test_web_stays_up_and_rounds_resume_after_redis_is_down_for_a_minute(tmp_pat
         stored = set(Job.objects.filter(pk__in=outage.submitted).values_list("pk", flat=True))
         assert stored == set(outage.submitted), f"submissions not stored: {set(outage.submitted) - stored}"
         assert not outage.deaths, f"processes died while Redis was down: {outage.deaths}\n{stack.tails()}"
-        # A what-if asked for meanwhile was a 500 though stored (issue 20, item 5): now 201, stored once, and left
+        # A what-if asked for meanwhile was a 500 though stored: now 201, stored once, and left
         # unsent for the recovery to send when the broker is back.
         assert outage.whatifs and list(WhatIfRun.objects.values_list("pk", "sent_at")) == [(outage.whatifs[0], None)]
 

@@ -1,4 +1,4 @@
-"""Issue 13, failure 3: what-ifs that never end filled the worker's two slots and live rounds stopped.
+"""What-ifs that never end filled the worker's two slots and live rounds stopped.
 
 Here a real Redis, the Procfile's round worker (``-Q rounds``), its background worker (``-Q background``, two
 processes) and beat run two what-ifs that would take hours (a large elastic workload, 1 s rounds) beside live rounds

@@ -37,6 +37,6 @@ def test_a_worker_runs_a_sweep_sent_through_redis_and_fills_the_comparison(redis
     assert [row["run"] for row in sweep.comparison["rows"]] == [run.pk for run in runs]
     assert sweep.comparison["best"]["avg_jct_s"]["policy"] in {"fifo", "pollux"}
     # No result is kept (the rows hold them): sending a run needs the broker only, and fails at once when it is away
-    # (a result backend that is away held a request for 19 s, issue 20). The last run to finish compared the sweep.
+    # (a result backend that is away held a request for 19 s). The last run to finish compared the sweep.
     assert {redis_celery_app.AsyncResult(run.celery_task_id).state for run in runs} == {"PENDING"}
     assert len({run.celery_task_id for run in runs}) == 4

@@ -1,4 +1,4 @@
-"""Issue 13, failure 4: a tenant asked for 0001-01-01..2026-11-30; the worker grew to 4.5 GB and the row stayed
+"""A tenant asked for 0001-01-01..2026-11-30; the worker grew to 4.5 GB and the row stayed
 "running", so asking again queued nothing. Periods are bounded now, and lost or overlong reports are repaired."""
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def test_the_reports_page_refuses_the_unbounded_period_and_queues_nothing(week: 
 def test_a_report_whose_worker_was_lost_is_made_again_then_failed_and_a_lost_message_resent(settings,
                                                                                             monkeypatch) -> None:
     """A report left running by a killed worker stayed so until its hard limit (10.5 min), then failed: now its
-    heartbeat tells, and it is made again while it has attempts left (issue 20, item 6)."""
+    heartbeat tells, and it is made again while it has attempts left."""
     now = timezone.now()
     period = periods.days(periods.CUSTOM, date(2026, 11, 1), date(2026, 11, 2))
     lost = services.report_row(period, None, User.objects.create_user("u"))

@@ -1,4 +1,4 @@
-"""Reports that say what they cover (issue 15, item 3): a period still running, or with data for only part of it,
+"""Reports that say what they cover: a period still running, or with data for only part of it,
 is marked incomplete on every format, its rates are over the hours covered, it recommends nothing, its usage chart
 draws what its text counts; the list shows every report's period; the accounting CSV has exact GPU-hours."""
 

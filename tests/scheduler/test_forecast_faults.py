@@ -1,4 +1,4 @@
-"""Forecasts that always come (issue 20, item 5): a round that commits mid-forecast, two forecasts at once, and
+"""Forecasts that always come: a round that commits mid-forecast, two forecasts at once, and
 a job with years of work no longer fail, double up or starve the rest of the queue."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The live scheduler's configuration reaches the policy (issue 20, item 2): restart delays priced as charged, the
+"""The live scheduler's configuration reaches the policy: restart delays priced as charged, the
 policy's own settings, and the round's memory kept apart from the policy's."""
 
 from __future__ import annotations

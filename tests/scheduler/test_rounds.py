@@ -245,7 +245,7 @@ def test_a_refit_replaces_the_model_of_the_type_it_ran_on_only(cluster, tenant, 
 
 
 def test_a_move_between_gpu_types_is_recorded_with_both_types_and_shown_so(tenant, now, monkeypatch) -> None:
-    """Issue 23: the Overview listed a type move as "rescale 4 → 4" and no reason named the types."""
+    """The Overview listed a type move as "rescale 4 → 4" and no reason named the types."""
     from cluster_ops.dashboards.overview_data import round_summary
 
     for host, model in (("v", "Tesla V100-SXM2-32GB"), ("a", "NVIDIA A100-SXM4-80GB")):

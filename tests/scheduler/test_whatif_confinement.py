@@ -1,4 +1,4 @@
-"""Issue 13, failure 1: a what-if must not read any file outside its traces, nor show a file's contents.
+"""A what-if must not read any file outside its traces, nor show a file's contents.
 
 Before: ``trace_path()`` took absolute paths and ``../``; a what-if on ``var/secret_key`` failed with a
 ``TraceError`` quoting the key, and the Energy page showed that error to tenant users.

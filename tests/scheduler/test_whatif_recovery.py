@@ -1,4 +1,4 @@
-"""Issue 13, failures 3 and 5: what-ifs lost with a worker or the broker stayed "running" or queued for ever."""
+"""What-ifs lost with a worker or the broker stayed "running" or queued for ever."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_every_background_task_has_a_time_limit_and_rounds_have_a_queue_of_their
     assert on_rounds == {"scheduler.run_round", "scheduler.start_between_rounds", "scheduler.feed_demo",
                          "cluster_ops.heartbeat"}
     assert routes["scheduler.run_whatif"]["queue"] == settings.BACKGROUND_QUEUE
-    # Forecasts and reports never wait behind what-ifs (issue 20, item 3): a queue of their own.
+    # Forecasts and reports never wait behind what-ifs: a queue of their own.
     on_reports = {name for name, route in routes.items() if route["queue"] == settings.REPORT_QUEUE}
     assert on_reports == {"reports.make", "reports.make_scheduled", "reports.deliver", "scheduler.forecast",
                           "scheduler.forecast_soon", "scheduler.train_runtimes"}

@@ -1,4 +1,4 @@
-"""The demo's rounds replayed (issue 23): ``make run``'s cluster, jobs, policy and round interval, through the
+"""The demo's rounds replayed: ``make run``'s cluster, jobs, policy and round interval, through the
 simulator — the same ``run_cycle`` the live rounds call, on the demo's wall clock — and calm as the live cluster
 must be: no change of nothing, every move between types says so, and a job that changes two rounds running, or
 slows down, does it for other jobs that it names."""

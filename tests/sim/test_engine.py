@@ -108,7 +108,7 @@ def test_a_job_that_can_never_fit_ends_the_run_unfinished() -> None:
 
 
 def test_a_workload_that_cannot_finish_within_the_simulated_time_bound_is_refused_naming_the_job() -> None:
-    """Issue 13: a job of 1e308 work (or a row submitted at the end of time) kept a what-if at 99 % for ever."""
+    """A job of 1e308 work (or a row submitted at the end of time) kept a what-if at 99 % for ever."""
     with pytest.raises(WorkloadTooLong, match="'endless'"):
         run([rigid("ok", 0, 2, 50), rigid("endless", 10, 2, 1e300)])
     with pytest.raises(WorkloadTooLong, match="'late'"):

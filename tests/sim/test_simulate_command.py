@@ -133,7 +133,7 @@ def test_validate_sia_refuses_a_bad_count() -> None:
 
 @pytest.mark.skipif(not SIA.is_dir(), reason="TRACES_DIR has no Sia workloads")
 def test_validate_sia_prints_every_policy_of_sias_table_with_restarts() -> None:
-    """Issue 23: Sia's Table 3 compares against Pollux blind to types and Gavel; both are policies here, with Sia's
+    """Sia's Table 3 compares against Pollux blind to types and Gavel; both are policies here, with Sia's
     ordering on one Helios file (sia < pollux < gavel) and every column, restarts per job included."""
     out = StringIO()
     call_command("validate_sia", "--sets", "helios", "--workloads", "1", "--policy", "sia", "--policy",

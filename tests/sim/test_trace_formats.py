@@ -112,7 +112,7 @@ def test_an_unknown_header_is_named(tmp_path: Path) -> None:
     (b"id,submit_time,min_gpus,duration\na,1e300,1,10\n", "expected a value \u2264"),
 ])
 def test_hostile_files_are_named_without_their_contents(tmp_path: Path, content: bytes, problem: str) -> None:
-    """Issue 13: a binary file was a bare UnicodeDecodeError; NaN times and 1e308 work were accepted."""
+    """A binary file was a bare UnicodeDecodeError; NaN times and 1e308 work were accepted."""
     path = tmp_path / "hostile.csv"
     path.write_bytes(content)
     with pytest.raises(TraceError, match=problem) as error:
@@ -171,7 +171,7 @@ def test_a_missing_column_is_named_when_the_format_is_given(tmp_path: Path) -> N
 
 @pytest.mark.skipif(not (REAL / "philly").is_dir(), reason=f"no Philly traces under TRACES_DIR={REAL}")
 def test_the_full_philly_list_loads_completely() -> None:
-    # How fast it loads is a benchmark figure (README, Performance), not a pass/fail threshold.
+    # How fast it loads is a benchmark figure (docs/performance.md), not a pass/fail threshold.
     jobs = load_philly(REAL / "philly" / "philly_jobs_sia_pollux.csv")
     assert len(jobs) == 82_247
     assert len({job.tenant for job in jobs}) == 15  # PROVENANCE.md: 15 VCs

@@ -1,4 +1,4 @@
-"""Scope minutes (the cluster, a node, a tenant per minute) and the scope series read from them (issue 15, item 1):
+"""Scope minutes (the cluster, a node, a tenant per minute) and the scope series read from them:
 minute detail up to 48 hours, the running hour included, from one row a minute."""
 
 from __future__ import annotations

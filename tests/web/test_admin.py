@@ -179,7 +179,7 @@ def test_allocations_cannot_be_edited_in_admin(operator_client: Client, job: Job
     assert page.status_code == 200 and 'name="_save"' not in page.content.decode()
 
 
-# --- What an operator asks of the job lists (issue 15, item 4) -----------------------------------------------
+# --- What an operator asks of the job lists -----------------------------------------------
 
 
 def test_why_pending_is_a_column_and_a_field(operator_client: Client, job: Job) -> None:

@@ -1,4 +1,4 @@
-"""Issue 13, failure 8: crafted Dash callback values gave 500s (``jobs-job.value="abc"``, ``energy-sweep="x"``,
+"""Crafted Dash callback values gave 500s (``jobs-job.value="abc"``, ``energy-sweep="x"``,
 an unknown output id). Now each callback explains an empty view, and the endpoint never answers 500."""
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def test_an_unknown_policy_is_refused_on_the_form(operator_client: Client) -> No
     assert not SettingsChange.objects.exists()
 
 
-# --- consequences before saving (issue 15, item 6) --------------------------------------------------
+# --- consequences before saving --------------------------------------------------
 
 
 def test_a_policy_change_shows_what_the_next_round_would_do_before_saving(operator_client: Client) -> None:

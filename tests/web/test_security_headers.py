@@ -1,4 +1,4 @@
-"""Issue 13, failure 7: 50 wrong passwords and then the right one logged in; 300 API GETs in 7 s met no 429; no
+"""50 wrong passwords and then the right one logged in; 300 API GETs in 7 s met no 429; no
 page had a Content-Security-Policy. Login lock-out (django-axes), DRF throttles and django-csp now."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def test_repeated_wrong_passwords_lock_the_user_out_even_with_the_right_one(pers
         assert log_in("carol", "wrong") == 200
     assert log_in("carol", "wrong") == 429  # the last failure allowed locks
     assert log_in("carol", PASSWORD) == 429
-    # Per user and address: an attacker elsewhere cannot keep carol (or admin) locked out (issue 20, item 7).
+    # Per user and address: an attacker elsewhere cannot keep carol (or admin) locked out.
     assert log_in("carol", PASSWORD, address="10.0.0.8") == 302
 
 

@@ -447,7 +447,7 @@ class ProfiledSiaPolicy(SiaPolicy):
     stays where the model is an estimate (a type never measured). It prices the change penalty λ_a = 0.01, as
     Sia's physical-cluster scheduler does and its simulator does not: a live cluster's rounds should not
     reshuffle jobs for a difference of a hundredth in the objective. Everything else is Sia's.
-    Measured (``validate_sia``, README): lower average JCT than ``sia`` on Sia's heterogeneous sets.
+    Measured (``validate_sia``, docs/validation.md): lower average JCT than ``sia`` on Sia's heterogeneous sets.
     """
 
     name: ClassVar[str] = "sia-profiled"
@@ -471,7 +471,7 @@ class HesrptSiaPolicy(ProfiledSiaPolicy):
 
     The shorter a job's remaining time, the more GPUs it may take; every job still runs where GPUs allow. It buys
     average JCT with the longest jobs' time: on Sia's sets its p99 JCT and worst finish-time fairness are higher
-    than ``sia-profiled``'s, and on the demo's fast rounds it rescales more (README, "Scheduling quality"). The
+    than ``sia-profiled``'s, and on the demo's fast rounds it rescales more (docs/validation.md). The
     restart factor's price is not weighted: a long job's low weight does not make its restarts cheap.
     """
 

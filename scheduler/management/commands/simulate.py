@@ -24,7 +24,7 @@ class Command(BaseCommand):
     help = "Replay a trace through a policy on a simulated cluster and print its metrics."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--trace", required=True, type=Path, help="trace file (see README: formats)")
+        parser.add_argument("--trace", required=True, type=Path, help="trace file (formats: the manual, What-ifs)")
         parser.add_argument("--format", default="auto", choices=FORMATS)
         parser.add_argument("--policy", default="pollux")
         parser.add_argument("--preset", help="cluster preset instead of --nodes/--gpus-per-node/--gpu-type")
