@@ -27,13 +27,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print one JSON object")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not (settings.TRACES_DIR / "pollux").is_dir():
-            raise CommandError(f"no Pollux traces under TRACES_DIR={settings.TRACES_DIR}")
-        seeds = tuple(options["seed"] or ())
+        seeds = tuple(options["seed"] or ())  # the arguments first: a bad one is named wherever the traces are
         if seeds and options["workload"]:
             raise CommandError("--seed and --workload: give one or the other")
         if any(not 0 <= seed <= MAX_SEED for seed in seeds):
             raise CommandError(f"--seed must be 0–{MAX_SEED}")
+        if not (settings.TRACES_DIR / "pollux").is_dir():
+            raise CommandError(f"no Pollux traces under TRACES_DIR={settings.TRACES_DIR}")
         if seeds and not (settings.TRACES_DIR / PHILLY_JOBS).is_file():
             raise CommandError(f"--seed needs Philly's job list, {PHILLY_JOBS}, under TRACES_DIR")
         todo = cases(tuple(options["policy"] or POLICIES), tuple(options["load"] or LOADS),
