@@ -22,6 +22,7 @@ import dj_database_url
 from csp.constants import NONCE
 from django.core.management.utils import get_random_secret_key
 
+from cluster_ops.version import VERSION
 from scheduler.bounds import MAX_ROUND_SECONDS  # the env settings that seed the round obey its bound
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -201,6 +202,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "cluster_ops.dashboards.pages.navigation",  # the dashboards in the navigation bar
+                "cluster_ops.version.version",  # the version in every page's footer
             ],
         },
     },
@@ -390,7 +392,7 @@ REST_KNOX = {"TOKEN_TTL": None, "AUTO_REFRESH": False, "AUTH_HEADER_PREFIX": "To
 SPECTACULAR_SETTINGS = {
     "TITLE": "Cluster Ops API",
     "DESCRIPTION": "Submit, inspect and steer training jobs; workers report progress.",
-    "VERSION": "1",
+    "VERSION": VERSION,
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
     "SWAGGER_UI_DIST": "SIDECAR",

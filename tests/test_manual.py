@@ -7,6 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from django.contrib.auth.models import User
+from django.test import Client
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 PRODUCT = ("cluster_ops", "scheduler", "telemetry")
@@ -50,3 +53,19 @@ def test_no_words_of_how_it_was_built_in_the_readme_the_manual_or_the_code() -> 
 def test_the_readme_is_a_page_or_two() -> None:
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 80 and "docs/index.md" in readme and "make run" in readme
+
+
+def test_the_version_is_pyprojects_in_the_footer_the_api_and_its_schema(client: Client, operator: User) -> None:
+    import tomllib
+
+    from rest_framework.test import APIClient
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    client.force_login(operator)
+    assert f"Cluster Ops {version}</footer>" in client.get("/reports/").content.decode()
+    api = APIClient()
+    assert api.get("/api/").status_code in (401, 403)  # behind authentication like the rest
+    api.force_authenticate(operator)
+    root = api.get("/api/").json()
+    assert root["version"] == version and root["resources"]["jobs"].endswith("/api/jobs/")
+    assert f"version: {version}" in api.get("/api/schema/").content.decode()

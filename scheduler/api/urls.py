@@ -7,6 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import SimpleRouter
 
 from .power_caps import GpuPowerCapView
+from .root import ApiRootView
 from .utilisation import UtilisationView
 from .views import JobReportView, JobViewSet
 from .whatif import WhatIfViewSet
@@ -18,6 +19,7 @@ router.register("jobs", JobViewSet, basename="job")
 router.register("whatif", WhatIfViewSet, basename="whatif")
 
 urlpatterns: list[URLPattern] = [
+    path("", ApiRootView.as_view(), name="root"),
     path("jobs/<int:pk>/report/", JobReportView.as_view(), name="job-report"),
     path("gpus/<int:pk>/power-cap/", GpuPowerCapView.as_view(), name="gpu-power-cap"),
     path("utilisation/", UtilisationView.as_view(), name="utilisation"),

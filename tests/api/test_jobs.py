@@ -191,7 +191,7 @@ def test_token_auth_needs_no_csrf_token(member: User, tenant: Tenant) -> None:
 def test_schema_lists_every_endpoint(member_api: APIClient) -> None:
     schema = member_api.get("/api/schema/", HTTP_ACCEPT="application/json").json()
     assert set(schema["paths"]) == {
-        "/api/jobs/", "/api/jobs/{id}/", "/api/jobs/{id}/cancel/", "/api/jobs/{id}/report/",
+        "/api/", "/api/jobs/", "/api/jobs/{id}/", "/api/jobs/{id}/cancel/", "/api/jobs/{id}/report/",
         "/api/gpus/{id}/power-cap/", "/api/whatif/", "/api/whatif/{id}/", "/api/whatif/{id}/cancel/",
         "/api/utilisation/",
     }
