@@ -21,7 +21,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from scheduler.api.throttles import WhatIfStartThrottle
-from scheduler.core.policy import policy_summary
+from scheduler.core.policy import policy_label, policy_summary
 from scheduler.live.config import scheduler_settings
 from scheduler.sim.catalogue import metric
 from scheduler.sim.metrics import SimulationSummary
@@ -148,7 +148,8 @@ def init(_: int, *, user: Viewer, **__: object) -> tuple[Any, ...]:
     sources = [{"label": "this cluster's recent history", "value": HISTORY}] + [
         {"label": f"trace {path} ({fmt})", "value": path} for path, fmt in trace_files(str(settings.TRACES_DIR))]
     live = scheduler_settings().policy
-    policies = [{"label": f"{name} (live)" if name == live else name, "value": name, "title": policy_summary(name)}
+    policies = [{"label": f"{policy_label(name)} (live)" if name == live else policy_label(name), "value": name,
+                 "title": policy_summary(name)}
                 for name in policy_options()]
     span = history_span(timezone.now())
     days = MAX_DAYS if span is None else max(1, min(MAX_DAYS, -(-span // timedelta(days=1))))

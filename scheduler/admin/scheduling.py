@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 
-from ..core.policy import policy_names, policy_summary
+from ..core.policy import policy_label, policy_names, policy_summary
 from ..live.config import EDITABLE, scheduler_settings, settings_errors
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
 from ..preview import Preview, preview_round
@@ -22,7 +22,7 @@ from .common import PreviewBeforeSaving
 
 def policy_choices() -> list[tuple[str, str]]:
     """Each policy by its name and what it trades, so an operator chooses knowingly."""
-    return [(name, f"{name} — {policy_summary(name)}") for name in policy_names()]
+    return [(name, f"{policy_label(name)} — {policy_summary(name)}") for name in policy_names()]
 
 
 class SchedulerSettingsForm(forms.ModelForm):

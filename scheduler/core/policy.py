@@ -41,6 +41,8 @@ class Policy(Protocol):
     name: ClassVar[str]
     # One line for an operator choosing a policy: what it favours and what it gives up (``SUMMARY_LIMIT``).
     summary: ClassVar[str]
+    # Ours, not a published policy (a variant measured here: docs/validation.md); marked so in every list. Optional.
+    experimental: ClassVar[bool]
     # Elastic policies are re-run every round; event-driven ones only when something can change.
     event_driven: ClassVar[bool]
     capabilities: ClassVar[Capabilities]
@@ -112,6 +114,13 @@ def policy_summary(name: str) -> str:
     from .config import policy_class
 
     return policy_class(name).summary
+
+
+def policy_label(name: str) -> str:
+    """The policy's name as lists show it: marked "(experimental)" where it is ours, not a published policy."""
+    from .config import policy_class
+
+    return f"{name} (experimental)" if getattr(policy_class(name), "experimental", False) else name
 
 
 def load_builtin_policies() -> None:

@@ -43,8 +43,10 @@ def test_changing_policy_and_interval_in_admin_is_recorded_and_reaches_beat(oper
 def test_the_policy_list_says_what_each_policy_trades(operator_client: Client) -> None:
     page = operator_client.get(reverse("admin:scheduler_schedulersettings_change", args=[scheduler_settings().pk]))
     html = page.content.decode()
-    for name in ("sia-hesrpt", "sia-profiled", "fifo"):
-        assert f'<option value="{name}">{escape(name)} — {escape(policy_summary(name))}</option>' in html, name
+    for name, label in (("sia-hesrpt", "sia-hesrpt (experimental)"), ("sia-profiled", "sia-profiled (experimental)"),
+                        ("fifo", "fifo"), ("sia", "sia")):  # ours marked, the published ones not
+        assert f'<option value="{name}">{escape(label)} — {escape(policy_summary(name))}</option>' in html, name
+    assert html.count("(experimental)") == 2
 
 
 def test_an_unknown_policy_is_refused_on_the_form(operator_client: Client) -> None:

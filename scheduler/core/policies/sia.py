@@ -451,6 +451,7 @@ class ProfiledSiaPolicy(SiaPolicy):
     """
 
     name: ClassVar[str] = "sia-profiled"
+    experimental: ClassVar[bool] = True
     summary: ClassVar[str] = (
         "Sia without its growth ramp where speeds are measured "
         "(ours): lower average JCT, tail near Sia's"
@@ -476,6 +477,7 @@ class HesrptSiaPolicy(ProfiledSiaPolicy):
     """
 
     name: ClassVar[str] = "sia-hesrpt"
+    experimental: ClassVar[bool] = True
     summary: ClassVar[str] = (
         "Sia weighted toward jobs with less work left (ours): the "
         "lowest average JCT; long jobs finish later"
