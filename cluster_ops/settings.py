@@ -73,7 +73,7 @@ def database_from_url(url: str, var_dir: Path) -> dict[str, Any]:
 
     SQLite gets WAL, a 20 s busy timeout and IMMEDIATE transactions: with a web
     server and a worker writing at once that is what brought "database is locked"
-    errors to zero (STACK-NOTES). An invalid URL yields the dummy backend, which
+    errors to zero (measured). An invalid URL yields the dummy backend, which
     refuses every query, so nothing silently writes to the wrong database.
     """
     if not url:
@@ -248,7 +248,7 @@ STATICFILES_FINDERS = [
 STATIC_ROOT = VAR_DIR / "static"
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    # Not the Compressed* variant: brotli over Dash's 47 MB of assets took 308 s (STACK-NOTES).
+    # Not the Compressed* variant: brotli over Dash's 47 MB of assets took 308 s.
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
 }
 

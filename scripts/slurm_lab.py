@@ -4,7 +4,7 @@
     python3 scripts/slurm_lab.py stop    # stops every daemon it started
     python3 scripts/slurm_lab.py env     # prints the settings again
 
-Debian's Slurm 22.05 (see ``../shared/slurm/REFERENCE-SETUP.md`` for what was checked): munged,
+Debian's Slurm 22.05: munged,
 MariaDB under slurmdbd for accounting, slurmctld, one slurmd per node name — every node answers on
 127.0.0.1 at its own port — and slurmrestd with JWT. The nodes carry fake GPUs of two types: Slurm
 22.05 drops a file-less GPU line from gres.conf, so each GPU is a character device made with mknod

@@ -325,7 +325,7 @@ class Probe:
 
         Raises the NVML error (``NVMLError_NoPermission``: not root; ``NVMLError_InvalidArgument``: out of
         range; ``NVMLError_NotSupported``) or ``CallTimedOut``; ``KeyError`` for a GPU not on this node.
-        The v1 setter: in nvidia-ml-py 13.615.71 the v2 setter ignores NVML's return code (STACK-NOTES).
+        The v1 setter: in nvidia-ml-py 13.615.71 the v2 setter ignores NVML's return code.
         """
         self.start()
         handle, nvml = self._handles[uuid], self.nvml

@@ -71,7 +71,7 @@ class ClusterPreset:
 
 POLLUX_T4 = ClusterPreset("pollux-t4", (NodeGroup("t4", 4, 16),), source="Pollux (OSDI'21) testbed")
 DEMO = ClusterPreset("demo", (NodeGroup("a100", 8, 8), NodeGroup("v100", 8, 8)), source="scheduler/demo.py")
-# Sia (SOSP'23) §4.2-4.3, the artifact's simulator_config.py:11-12 (../shared/traces/sia/REFERENCE-SETUP.md §1):
+# Sia (SOSP'23) §4.2-4.3, the artifact's simulator_config.py:11-12 (TRACES_DIR/sia/REFERENCE-SETUP.md §1):
 # its 64-GPU heterogeneous cluster, in its order (aws, dgx-ext, rtx), and the homogeneous one of Table 4.
 SIA_HETERO = ClusterPreset("sia-hetero", (NodeGroup("t4", 4, 6), NodeGroup("a100", 8, 2), NodeGroup("rtx2080ti", 8, 3)),
                            source="Sia (SOSP'23) heterogeneous cluster: 6×4 T4 + 2×8 A100 + 3×8 RTX 2080 Ti")

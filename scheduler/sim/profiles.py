@@ -245,7 +245,7 @@ def read_grad_curves(application_dir: Path) -> GradCurves:
 # Whose simulator a scenario's ``measured_profiles`` reproduces (Scenario.artifact).
 ARTIFACTS = ("pollux", "sia")
 
-# Sia's simulator (../shared/traces/sia/REFERENCE-SETUP.md §3): the restart delay charged on every allocation
+# Sia's simulator (TRACES_DIR/sia/REFERENCE-SETUP.md §3): the restart delay charged on every allocation
 # change, by model (``applications.py:56-69``; 30 s for any other), and SLOWDOWN, the calibration of its
 # measured speeds to its physical runs that progress is divided by (``simulator_config.py:31-33``).
 SIA_RESTART_SECONDS = {"cifar10": 50.0, "deepspeech2": 25.0, "bert": 120.0, "yolov3": 80.0, "imagenet": 250.0,

@@ -3,7 +3,7 @@
 Each set replays the Sia authors' workload files (``sia/workloads/<folder>/workload-<n>.csv``) on their
 cluster, executing jobs as their simulator does (``Scenario.artifact = "sia"``: measured step times per
 GPU type, measured gradient statistics, per-model restart delays charged on every allocation change, the
-first start included, and the SLOWDOWN calibration; ``../shared/traces/sia/REFERENCE-SETUP.md`` §3), and
+first start included, and the SLOWDOWN calibration; ``TRACES_DIR/sia/REFERENCE-SETUP.md`` §3), and
 pools the metrics as ``utils/print_run_stats.py`` does (§5): average and p99 JCT over every job of every
 file, makespan per file then averaged, GPU-hours per job.
 

@@ -45,7 +45,7 @@ def job_history(transactional_db: None) -> History:
 
 @pytest.fixture
 def eager_celery() -> Iterator[None]:
-    """What-if tasks run inside the request that starts them (STACK-NOTES: set on the app, not in settings)."""
+    """What-if tasks run inside the request that starts them (on the app: a test's settings cannot)."""
     import scheduler.tasks  # noqa: F401  (registers the tasks, as a worker's autodiscovery does)
 
     celery_app.conf.update(task_always_eager=True)

@@ -42,7 +42,7 @@ def language_user(history: History) -> User:
 
 @pytest.fixture
 def eager_celery() -> Iterator[None]:
-    """The project's Celery app runs tasks in-process (STACK-NOTES: set on the app, not in settings)."""
+    """The project's Celery app runs tasks in-process (on the app: a test's settings cannot)."""
     import scheduler.tasks  # noqa: F401  (registers the what-if tasks, as a worker's autodiscovery does)
 
     celery_app.conf.update(task_always_eager=True)

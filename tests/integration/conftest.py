@@ -53,8 +53,8 @@ def wait_for_redis(url: str, seconds: float = 10.0) -> None:
 def redis_celery_app(redis_url: str) -> Iterator[Celery]:
     """A Celery app on the real Redis, with the project's configuration and tasks.
 
-    A separate app because Celery never re-reads broker URLs once its pool exists
-    (STACK-NOTES): the suite's default app stays on the in-memory transport.
+    A separate app because Celery never re-reads broker URLs once its pool exists:
+    the suite's default app stays on the in-memory transport.
     """
     app = Celery("cluster_ops_integration", set_as_current=False)
     app.config_from_object("django.conf:settings", namespace="CELERY")

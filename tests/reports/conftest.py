@@ -36,7 +36,7 @@ def made_at(week: Week):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def eager_celery() -> Iterator[None]:
-    """Tasks run in-process (STACK-NOTES: set on the app, not in settings)."""
+    """Tasks run in-process (on the app: a test's settings cannot)."""
     import cluster_ops.tasks  # noqa: F401  (registers reports.*, as a worker's autodiscovery does)
 
     celery_app.conf.update(task_always_eager=True)

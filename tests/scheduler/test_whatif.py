@@ -40,7 +40,7 @@ def scenario() -> Scenario:
 
 @pytest.fixture
 def eager_celery() -> Iterator[None]:
-    """The project's Celery app runs tasks in-process (STACK-NOTES: set on the app, not in settings).
+    """The project's Celery app runs tasks in-process (on the app: a test's settings cannot).
 
     Eager mode needs the tasks registered: importing ``scheduler.tasks`` above does that here, as
     autodiscovery does in a worker (a web process sends by name and never needs them).

@@ -2,7 +2,7 @@
 
 Narayanan, Santhanam, Kazhamiaka, Phanishayee, Zaharia, "Heterogeneity-Aware Cluster Scheduling Policies for
 Deep Learning Workloads", OSDI'20 (§3 the allocation X, §4 its policies, §5 the round-based mechanism), with the
-policy Sia compared against (``max_sum_throughput_perf``, Sia SOSP'23 §4.3; ``../shared/traces/sia/
+policy Sia compared against (``max_sum_throughput_perf``, Sia SOSP'23 §4.3; ``TRACES_DIR/sia/
 REFERENCE-SETUP.md`` §4). This is our own code, written from those descriptions.
 
 Inputs: each job's throughput on every GPU type at its own size (``min_gpus``: Gavel is rigid, a job runs on

@@ -1,7 +1,7 @@
 """Pollux as Sia ran it: blind to GPU types.
 
 Sia (SOSP'23 §4.3) compares against Pollux run on a heterogeneous cluster without knowing its types
-(``multi_simulator_unaware.py``, ``cluster_unaware.py``; ``../shared/traces/sia/REFERENCE-SETUP.md`` §4): one
+(``multi_simulator_unaware.py``, ``cluster_unaware.py``; ``TRACES_DIR/sia/REFERENCE-SETUP.md`` §4): one
 model per job over all types together, its GPUs counted as one pool, and an allocation that lands on several types
 cut to the type holding most of it, the rest left idle. This product's own ``pollux`` is type-aware (it prices a
 job on the type it holds or would hold, and placement puts new jobs on the fastest type with room); this is the

@@ -2,7 +2,7 @@
 
 Jayaram Subramanya, Arfeen, Lin, Qiao, Ho, Ganger, Xing, "Sia: Heterogeneity-aware, goodput-optimized
 ML-cluster scheduling", SOSP'23 (§3). Constants and rules below are those of the authors' simulator,
-github.com/siasosp23/artifacts @ aaf7a0d, ``sia-simulator/`` (file:line in ``../shared/traces/sia/
+github.com/siasosp23/artifacts @ aaf7a0d, ``sia-simulator/`` (file:line in ``TRACES_DIR/sia/
 REFERENCE-SETUP.md`` §4); this is our own code, written from that description.
 
 Configurations (§3.2; ``sia.py:13-17, 100-121``): on a type of s-GPU nodes, 1, 2, 4 … GPUs up to s
