@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-requirements
 # With REDIS_URL set, Redis is yours; without it, `make run` starts the embedded one.
 EMBEDDED_REDIS := $(if $(REDIS_URL),false,true)
 
-.PHONY: run test lint docs venv clean slurm-lab slurm-lab-stop
+.PHONY: run test test-fast lint docs venv clean slurm-lab slurm-lab-stop
 
 venv: $(STAMP)
 
@@ -47,6 +47,10 @@ slurm-lab-stop:
 
 test: venv
 	@bash scripts/run_tests.sh $(PYTEST_ARGS)
+
+# The quick tier while editing: lint, types, the manual and the tests that start no process or server.
+test-fast: venv
+	@bash scripts/run_tests.sh --fast $(PYTEST_ARGS)
 
 # The manual (docs/, mkdocs.yml) as a static site in var/site/; `make test` builds it too, strictly.
 docs: venv

@@ -6,7 +6,15 @@ cd "$(dirname "$0")/.."
 .venv/bin/ruff check . || exit 1
 .venv/bin/mypy || exit 1
 NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet || exit 1  # the manual: a broken link fails the suite
-.venv/bin/python -m tests.prerequisites || exit 1  # installs (as root) or names what the suite needs
+if [ "${1:-}" = "--fast" ]; then
+    # `make test-fast`: what needs nothing outside the venv and starts no process or server — the core, the
+    # simulator, the web and API in-process — for the edit-and-check loop; `make test` is still the whole suite.
+    shift
+    set -- -m "not integration and not needs" --ignore=tests/integration --ignore=tests/browser \
+        --ignore=tests/slurm "$@"
+else
+    .venv/bin/python -m tests.prerequisites || exit 1  # installs (as root) or names what the suite needs
+fi
 .venv/bin/pytest --durations=30 "$@"  # the slowest tests named in every log: where the suite's time goes
 status=$?
 if [ "$status" -eq 5 ]; then
