@@ -1,4 +1,4 @@
-"""DESIGN.md's rule: the scheduling core and the simulator import no framework."""
+"""The rule that holds the design together: the scheduling core and the simulator import no framework."""
 
 import ast
 from pathlib import Path
@@ -38,3 +38,23 @@ def test_the_walk_does_catch_a_framework_import(tmp_path: Path) -> None:
     (tmp_path / "bad.py").write_text("import os\nfrom django.db import models\nimport celery.app\n")
     found = framework_imports(tmp_path)
     assert len(found) == 2 and "django.db" in found[0] and "celery.app" in found[1]
+
+
+def test_importing_every_pure_module_loads_no_framework_even_indirectly() -> None:
+    """The walk above sees direct imports only; a pure module importing a helper that imports Django would pass it.
+    Here every module of the pure packages is imported in a fresh interpreter, and no framework may be loaded."""
+    import subprocess
+    import sys
+
+    program = (
+        "import importlib, pkgutil, sys\n"
+        f"for name in {[p.replace('/', '.') for p in PURE_PACKAGES]!r}:\n"
+        "    package = importlib.import_module(name)\n"
+        "    for module in pkgutil.walk_packages(package.__path__, name + '.'):\n"
+        "        importlib.import_module(module.name)\n"
+        f"print(sorted({{m for m in sys.modules if m.split('.')[0] in {sorted(FORBIDDEN)!r}}}))\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env={"PATH": "/usr/bin:/bin"})
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    assert loaded.stdout.strip() == "[]"
