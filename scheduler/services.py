@@ -1,4 +1,4 @@
-"""Verbs on the job queue and the GPU inventory; the only place that opens transactions.
+"""Verbs on the job queue and the GPU inventory, each in one transaction of its own.
 
 Every verb validates first and writes in one transaction, so bad input raises
 ``django.core.exceptions.ValidationError`` naming the field and leaves nothing

@@ -8,13 +8,15 @@ jobs: it brings progress and GPU time up to date and records the jobs that finis
 
 Executors are the cluster back-end seam: ``simulated`` (progress by the goodput model, for demos and what-ifs
 of the live cluster), ``local`` (real processes started by node agents), ``slurm`` (Slurm jobs on the decided
-nodes, ``scheduler/slurm``) and ``slurm-observer`` (Slurm schedules; the console mirrors what it does). A
-Kubernetes back-end is one more class with these four verbs.
+nodes, ``scheduler/slurm``) and ``slurm-observer`` (Slurm schedules; the console mirrors what it does). Each
+back-end registers itself by name (``register_backend``, called where it is defined); the scheduler app imports
+them when Django starts (``scheduler.apps``), so this seam imports none of them. A new back-end is a class with
+these verbs, its registration, and its name among ``ExecutorKind``'s choices.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar, Protocol
@@ -107,22 +109,21 @@ def finish_jobs(jobs: Sequence[Job], at: Mapping[int, datetime], state: str, rea
     update_many(Job, ["state", "finished_at", "generation", "progress", "attained_gpu_seconds", "accounted_at"], jobs)
 
 
+# Back-end name (``SchedulerSettings.executor``) → what makes its executor from the settings.
+BACKENDS: dict[str, Callable[[SchedulerSettings], Executor]] = {}
+
+
+def register_backend(name: str, make: Callable[[SchedulerSettings], Executor]) -> None:
+    """Make ``name`` a back-end: ``make(settings)`` gives its executor. Each back-end's module calls this."""
+    BACKENDS[name] = make
+
+
 def get_executor(config: SchedulerSettings) -> Executor:
-    """The executor the settings name (imported here: each executor imports this module)."""
-    if config.executor == "slurm":
-        from scheduler.slurm.executor import SlurmExecutor
-
-        return SlurmExecutor()
-    if config.executor == "slurm-observer":
-        from scheduler.slurm.observer import SlurmObserver
-
-        return SlurmObserver()
-    if config.executor == "local":
-        from .local import LocalExecutor
-
-        return LocalExecutor()
-    from .simulated import SimulatedExecutor
-
-    return SimulatedExecutor(speedup=config.simulated_speedup, restart_seconds=config.restart_seconds)
+    """The executor of the back-end the settings name."""
+    try:
+        make = BACKENDS[config.executor]
+    except KeyError:
+        raise LookupError(f"no cluster back-end {config.executor!r}; known: {', '.join(sorted(BACKENDS))}") from None
+    return make(config)
 
 

@@ -29,7 +29,7 @@ from kombu.exceptions import OperationalError
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import ACTIVE_STATES, Allocation, Job
 
-from . import GpuPlace, Launch, acknowledge
+from . import GpuPlace, Launch, acknowledge, register_backend
 
 logger = logging.getLogger(__name__)
 
@@ -117,3 +117,6 @@ def _hosts_ever_used(job_ids: list[int]) -> dict[int, set[str]]:
     for job_id, hostname in rows:
         used.setdefault(job_id, set()).add(hostname)
     return used
+
+
+register_backend("local", lambda config: LocalExecutor())

@@ -23,7 +23,7 @@ from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, JobInfo
 from scheduler.models import ACTIVE_STATES, Job, JobState
 
-from . import Launch, acknowledge, finish_jobs
+from . import Launch, acknowledge, finish_jobs, register_backend
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,7 @@ class SimulatedExecutor:
                 for launch in launches if launch.gpus
             ])
             acknowledge(launches)
+
+
+register_backend("simulated", lambda config: SimulatedExecutor(speedup=config.simulated_speedup,
+                                                                restart_seconds=config.restart_seconds))

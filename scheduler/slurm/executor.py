@@ -39,7 +39,7 @@ from django.db.models import Max
 
 from ..bulk import update_many
 from ..core.types import ClusterSnapshot
-from ..executors import Launch, acknowledge, finish_jobs
+from ..executors import Launch, acknowledge, finish_jobs, register_backend
 from ..executors.files import SLURM_LOG, checkpoint_dir, job_dir
 from ..executors.local import charge_gpu_time
 from ..live.config import scheduler_settings
@@ -361,3 +361,6 @@ def batch_script(job: Job) -> str:
     that Slurm's SIGTERM on requeue reaches it (to checkpoint)."""
     run = f"exec {shlex.quote(job.script_path)}" if job.script_path else f"exec /bin/bash -c {shlex.quote(job.command)}"
     return f"#!/bin/bash\n# Cluster Ops job {job.pk}\n{run}\n"
+
+
+register_backend("slurm", lambda config: SlurmExecutor())

@@ -19,6 +19,7 @@ from django.db.models import Q
 
 from ..bounds import MAX_EXPECTED_SECONDS, MAX_GPUS, MAX_TOTAL_WORK
 from ..core.types import ClusterSnapshot
+from ..executors import register_backend
 from ..models import Allocation, Gpu, Job, JobState, Tenant
 from .client import AccountedRun, SlurmJob
 from .executor import ENDED, RUNNING, SlurmReader, charge_slurm_time, ending
@@ -141,3 +142,6 @@ def _open_allocations(job: Job, slurm_job: SlurmJob, free: Mapping[str, list[int
         rows += [Allocation(job=job, gpu_id=pk, started_at=slurm_job.started_at or now) for pk in available[:count]]
         del available[:count]
     Allocation.objects.bulk_create(rows)
+
+
+register_backend("slurm-observer", lambda config: SlurmObserver())
