@@ -40,8 +40,8 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .executors import GpuPlace, Launch, files, finish_jobs
-from .executors.local import charge_gpu_time, from_message
+from .executors import GpuPlace, Launch, charge_gpu_time, files, finish_jobs
+from .executors.local import from_message
 from .executors.supervise import write_exit
 from .models import ACTIVE_STATES, FINISHED_STATES, Allocation, Job, JobState
 

@@ -109,6 +109,13 @@ def finish_jobs(jobs: Sequence[Job], at: Mapping[int, datetime], state: str, rea
     update_many(Job, ["state", "finished_at", "generation", "progress", "attained_gpu_seconds", "accounted_at"], jobs)
 
 
+def charge_gpu_time(job: Job, gpus: int, until: datetime) -> None:
+    """Add ``gpus`` × the time from ``job.accounted_at`` to ``until`` to the job's GPU time (row not saved)."""
+    since = job.accounted_at or until
+    job.attained_gpu_seconds += gpus * max((until - since).total_seconds(), 0.0)
+    job.accounted_at = max(since, until)
+
+
 # Back-end name (``SchedulerSettings.executor``) → what makes its executor from the settings.
 BACKENDS: dict[str, Callable[[SchedulerSettings], Executor]] = {}
 

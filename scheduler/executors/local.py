@@ -29,7 +29,7 @@ from kombu.exceptions import OperationalError
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import ACTIVE_STATES, Allocation, Job
 
-from . import GpuPlace, Launch, acknowledge, register_backend
+from . import GpuPlace, Launch, acknowledge, charge_gpu_time, register_backend
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +53,6 @@ def to_message(launch: Launch) -> dict[str, Any]:
 def from_message(message: dict[str, Any]) -> Launch:
     gpus = tuple(GpuPlace(str(host), int(index), str(uuid)) for host, index, uuid in message["gpus"])
     return Launch(int(message["job_id"]), int(message["generation"]), gpus, bool(message["restart"]))
-
-
-def charge_gpu_time(job: Job, gpus: int, until: datetime) -> None:
-    """Add ``gpus`` × the time from ``job.accounted_at`` to ``until`` to the job's GPU time (row not saved)."""
-    since = job.accounted_at or until
-    job.attained_gpu_seconds += gpus * max((until - since).total_seconds(), 0.0)
-    job.accounted_at = max(since, until)
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,8 @@ from django.db.models import Max
 
 from ..bulk import update_many
 from ..core.types import ClusterSnapshot
-from ..executors import Launch, acknowledge, finish_jobs, register_backend
+from ..executors import Launch, acknowledge, charge_gpu_time, finish_jobs, register_backend
 from ..executors.files import SLURM_LOG, checkpoint_dir, job_dir
-from ..executors.local import charge_gpu_time
 from ..live.config import scheduler_settings
 from ..models import ACTIVE_STATES, FINISHED_STATES, Allocation, Gpu, Job, JobState
 from . import restarts
