@@ -10,11 +10,11 @@ from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
 
 from ..models import Job
+from .throttles import JOB_TOKEN_HEADER, FailedCredentialsThrottle
 
 if TYPE_CHECKING:  # the API settings import these modules while rest_framework.views loads
     from rest_framework.views import APIView
 
-JOB_TOKEN_HEADER = "X-Job-Token"
 
 
 class HasJobToken(BasePermission):
@@ -28,8 +28,6 @@ class HasJobToken(BasePermission):
     message = f"Missing or wrong {JOB_TOKEN_HEADER} for this job."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        from .throttles import FailedCredentialsThrottle  # the throttles module imports this one
-
         failures = FailedCredentialsThrottle()
         failures.refuse_if_spent(request)
         stored = Job.objects.filter(pk=_job_pk(view)).values_list("report_token", flat=True).first()
