@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 
-from . import bounded_json
+from .common import bounded_json
 from .dashboards.common import ACTIONS, Action
 
 DASH_APP_PREFIX = "/django_plotly_dash/"

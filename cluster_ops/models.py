@@ -105,13 +105,6 @@ class Report(models.Model):
         return f"{self.file_stem}-accounting.csv" if kind == "accounting" else f"{self.file_stem}.{kind}"
 
     @property
-    def period_label(self) -> str:
-        """``2026-11-16``, or ``2026-11-16 – 2026-11-22``: the days it covers, in ``TIME_ZONE`` (as ``Period``)."""
-        from cluster_ops.reports.periods import Period  # the reports package imports this module
-
-        return Period(self.kind, self.period_start, self.period_end).label
-
-    @property
     def file_stem(self) -> str:
         """``weekly-2026-11-16-vision``: the files' names without extension."""
         scope = slugify(self.tenant.name) or f"tenant-{self.tenant.pk}" if self.tenant else "cluster"

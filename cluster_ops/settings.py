@@ -22,7 +22,7 @@ import dj_database_url
 from csp.constants import NONCE
 from django.core.management.utils import get_random_secret_key
 
-from cluster_ops.version import VERSION
+from cluster_ops.common.version import VERSION
 from scheduler.bounds import MAX_ROUND_SECONDS  # the env settings that seed the round obey its bound
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -202,7 +202,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "cluster_ops.dashboards.pages.navigation",  # the dashboards in the navigation bar
-                "cluster_ops.version.version",  # the version in every page's footer
+                "cluster_ops.common.version.version",  # the version in every page's footer
             ],
         },
     },

@@ -18,10 +18,11 @@ import logging
 from celery import current_app
 from django.core.cache import cache
 
-from cluster_ops.dispatch import BROKER_AWAY, send_after_commit
+from cluster_ops.common.dispatch import BROKER_AWAY, send_after_commit
 
 logger = logging.getLogger(__name__)
 
+FORECAST_TASK = "scheduler.forecast"  # the forecast with arrival samples (``forecasts.forecast``)
 FORECAST_SOON_TASK = "scheduler.forecast_soon"
 DEBOUNCE_SECONDS = 2
 REQUESTED_KEY = "cluster-ops:forecast-requested"
@@ -29,8 +30,6 @@ REQUESTED_KEY = "cluster-ops:forecast-requested"
 
 def follow_with_arrivals() -> None:
     """After a quick point forecast, the forecast with arrival samples (``scheduler.forecast``), at once."""
-    from .forecasts import FORECAST_TASK  # forecasts imports the models; this module is imported by services
-
     try:
         current_app.send_task(FORECAST_TASK, ignore_result=True)
     except BROKER_AWAY as error:

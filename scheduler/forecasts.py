@@ -62,7 +62,6 @@ from .sim.start import RunningJob, StartState
 
 logger = logging.getLogger(__name__)
 
-FORECAST_TASK = "scheduler.forecast"
 FORECAST_LEASE = "forecast"
 # The columns a forecast reads of each job beyond the round's, in the snapshot's one query.
 FORECAST_FIELDS = (*FEATURE_FIELDS, "started_at", "restart_until", "policy_batch_size")

@@ -16,8 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from .forecast_requests import request_forecast
-from .forecasts import FORECAST_TASK
+from .forecast_requests import FORECAST_TASK, request_forecast
 from .live.config import EDITABLE, live_settings, scheduler_settings, settings_errors
 from .live.round import ROUND_TASK
 from .models import SchedulerSettings, SettingsChange

@@ -20,12 +20,12 @@ from django.utils import timezone
 
 from . import bounds
 from .core.gpu_types import gpu_type_key
+from .executors import get_backend
 from .forecast_requests import request_forecast
 from .live.config import scheduler_settings
 from .models import (
     ACTIVE_STATES,
     Allocation,
-    ExecutorKind,
     Gpu,
     GpuHealth,
     Job,
@@ -35,7 +35,6 @@ from .models import (
     RescaleKind,
     Tenant,
 )
-from .slurm import submission
 from .start_requests import request_start
 
 Actor = User | AnonymousUser | None  # who asked: an operator, or None for the scheduler
@@ -158,10 +157,8 @@ def check_priority_allowed(tenant: Tenant, priority: int, actor: Actor) -> None:
 
 
 def _check_cluster(job: Job) -> None:
-    """What the cluster manager must accept: on Slurm, a script from the allowed folder and a known account."""
-    job.script_path = submission.checked_script_path(job.script_path)
-    if scheduler_settings().executor == ExecutorKind.SLURM:
-        submission.check_account(job.tenant.name)
+    """What the cluster's back-end must accept (on Slurm: a script from the allowed folder and a known account)."""
+    get_backend(scheduler_settings().executor).check_submission(job)
 
 
 def inventory_capacity() -> Counter[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from celery import current_app
 from django.core.cache import cache
 
-from cluster_ops.dispatch import send_after_commit
+from cluster_ops.common.dispatch import send_after_commit
 
 START_TASK = "scheduler.start_between_rounds"
 DEBOUNCE_SECONDS = 1

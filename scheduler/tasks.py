@@ -75,7 +75,7 @@ def node_poll() -> dict[int, str]:
 # --- forecasts (scheduler/forecasts.py), on the background queue --------------------------
 
 
-@shared_task(name=forecasts.FORECAST_TASK, ignore_result=True, expires=settings.FORECAST_TIME_LIMIT_SECONDS,
+@shared_task(name=forecast_requests.FORECAST_TASK, ignore_result=True, expires=settings.FORECAST_TIME_LIMIT_SECONDS,
              soft_time_limit=settings.FORECAST_TIME_LIMIT_SECONDS,
              time_limit=settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
 def forecast() -> int | None:

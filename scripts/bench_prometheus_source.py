@@ -46,7 +46,7 @@ def main() -> None:
     from django.conf import settings
     from django.utils import timezone
 
-    from cluster_ops.benchdb import throwaway_database
+    from cluster_ops.common.benchdb import throwaway_database
     from scheduler import services
     from telemetry import prometheus
     from tests.dcgm_exporter import FixtureExporter, FixtureGpu, prometheus_config

@@ -1,6 +1,6 @@
 """``bench_telemetry``: ingest speed, roll-up time and dashboard query times at cluster scale.
 
-Run inside a throwaway database (``cluster_ops.benchdb``). The cluster: nodes of 8 GPUs,
+Run inside a throwaway database (``cluster_ops.common.benchdb``). The cluster: nodes of 8 GPUs,
 three tenants, every other GPU held by a one-GPU job. Ingest sends the whole cluster's
 readings per call, one call per 10 s tick, through ``storage.ingest``, with allocations
 to attach. Then 7 days of hour rollups, 2 days of minute rollups and 7 days of job hours

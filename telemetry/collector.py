@@ -33,11 +33,11 @@ from kombu.exceptions import OperationalError
 
 from scheduler import services
 from scheduler.core.gpu_types import gpu_type_key
+from scheduler.core.power import DATASHEET_TDP_W
 from scheduler.executors.local import RETRY_POLICY, node_queue
 from scheduler.models import Gpu, GpuHealth, Node
 
 from .models import GpuEvent
-from .power import DATASHEET_TDP_W
 from .probe import Device, NvmlUnavailable, Probe
 from .readings import EventKind, GpuEventReading
 from .simulated import collect_simulated

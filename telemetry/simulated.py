@@ -19,10 +19,10 @@ from django.conf import settings
 from django.db.models import OuterRef, Subquery
 
 from scheduler.core.gpu_types import gpu_type_key
+from scheduler.core.power import DEFAULT_SPECS, GpuPowerSpec, PowerModel, spec_from_tdp, throughput_factor
 from scheduler.models import Allocation, Gpu, GpuHealth
 
 from .models import GpuSample
-from .power import DEFAULT_SPECS, GpuPowerSpec, PowerModel, spec_from_tdp, throughput_factor
 from .readings import GpuReading
 from .storage import ingest
 

@@ -21,7 +21,8 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from scheduler.api.throttles import WhatIfStartThrottle
-from scheduler.core.policy import policy_label, policy_summary
+from scheduler.core.config import policy_label, policy_summary
+from scheduler.core.power import DEFAULT_GRID_G_CO2_PER_KWH, DEFAULT_PRICE_PER_KWH, DEFAULT_PUE, DEFAULT_SPECS
 from scheduler.live.config import scheduler_settings
 from scheduler.sim.catalogue import metric
 from scheduler.sim.metrics import SimulationSummary
@@ -47,7 +48,6 @@ from scheduler.whatif.views import (
     trade_off,
     visible_tenant_names,
 )
-from telemetry.power import DEFAULT_GRID_G_CO2_PER_KWH, DEFAULT_PRICE_PER_KWH, DEFAULT_PUE, DEFAULT_SPECS
 
 from . import common
 from .common import COLOURS

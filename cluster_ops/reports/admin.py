@@ -12,7 +12,7 @@ from django.utils.html import format_html_join
 from cluster_ops.models import Report, ReportDelivery, ReportRecipient, ReportStatus
 from scheduler.admin.common import ZonedTimeFilters
 
-from . import services
+from . import services, tasks
 
 
 class DeliveryInline(admin.TabularInline):
@@ -51,7 +51,7 @@ class ReportAdmin(ZonedTimeFilters, admin.ModelAdmin):
 
     @admin.action(description="E-mail the selected reports to their recipients", permissions=["send"])
     def send(self, request: HttpRequest, queryset: QuerySet[Report]) -> None:
-        queued = sum(len(services.send_report(report)) for report in queryset.filter(status=ReportStatus.READY))
+        queued = sum(len(tasks.send_report(report)) for report in queryset.filter(status=ReportStatus.READY))
         self.message_user(request, f"{queued} e-mail(s) queued.", messages.SUCCESS)
 
     def has_add_permission(self, request: HttpRequest) -> bool:

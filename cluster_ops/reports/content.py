@@ -23,7 +23,7 @@ Every figure comes from its single home; this module only chooses, scopes and co
 * **Jain's index** over the period, as the simulator defines it for a run (``scheduler.sim.metrics``): share of
   GPU-hours (the ledger's) ÷ entitlement (quota-proportional, ``entitlements``) over the tenants with demand — GPU
   time in the period or a job submitted before its end and unfinished at its start — then ``jain_index``.
-* Facility energy, CO₂ and cost: ``telemetry.power``'s ``PowerModel`` (PUE 1.58, 475 g/kWh, 0.10 per kWh).
+* Facility energy, CO₂ and cost: ``scheduler.core.power``'s ``PowerModel`` (PUE 1.58, 475 g/kWh, 0.10 per kWh).
 * GPU failures and node downtime: ``telemetry.queries`` (``gpu_failures``, ``node_downtime``). Recommendations:
   ``recommend``. On a Slurm cluster, the accounting rows beside ``sacct``'s (``cluster_accounting_notes``).
 
@@ -44,12 +44,12 @@ from django.utils import timezone
 
 from cluster_ops.dashboards.fairness_data import finish_time_fairness
 from cluster_ops.dashboards.jobs_data import completion_times
+from scheduler.core.power import PowerModel
 from scheduler.live.config import scheduler_settings
 from scheduler.models import ExecutorKind, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, jain_index, percentile
 from scheduler.slurm.accounting import sacct_comparison
 from telemetry import ledger, queries
-from telemetry.power import PowerModel
 from telemetry.rollups import HOURS
 
 from . import recommend

@@ -1,4 +1,4 @@
-"""Verbs of reports: make one (again), ask for one, make the scheduled ones, send one.
+"""Making a report, in this process: its row, its content, its files (``tasks`` queues the work for a worker).
 
 A report is one row per (kind, period, tenant): making it again writes new files over the old ones and keeps the
 row, so a period is never reported twice. The row is claimed with a conditional update (queued → running) before
@@ -8,26 +8,24 @@ the work, so a redelivered task does not make it twice at once.
 from __future__ import annotations
 
 import logging
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.core.files.base import ContentFile
-from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.utils import timezone
 
-from cluster_ops.dispatch import send_after_commit
-from cluster_ops.liveness import Heartbeat, stopped_beating
+from cluster_ops.common.liveness import Heartbeat
 from cluster_ops.models import Report, ReportStatus
 from scheduler.models import Tenant
 from telemetry.ledger import first_data_at
 
-from . import deliver, render
+from . import render
 from .charts import Chart, draw_charts
 from .content import EMPTY_NOTE, ReportContent, build_content
-from .periods import Period, last_complete
+from .periods import Period
 
 logger = logging.getLogger(__name__)
 
@@ -51,20 +49,6 @@ def make_report(period: Period, tenant: Tenant | None, *, user: User | Anonymous
     report = report_row(period, tenant, user)
     Report.objects.filter(pk=report.pk).update(status=ReportStatus.QUEUED, attempts=0)
     build(report.pk, now)
-    report.refresh_from_db()
-    return report
-
-
-def request_report(period: Period, tenant: Tenant | None, user: User | AnonymousUser, *, send: bool) -> Report:
-    """Queue the report for a worker (the UI's "make report"); a report being made now is left to finish."""
-    from .tasks import make  # the task module imports this one
-
-    report = report_row(period, tenant, user)
-    queued = Report.objects.filter(pk=report.pk).exclude(status=ReportStatus.RUNNING).update(
-        status=ReportStatus.QUEUED, sent_at=timezone.now(), attempts=0)  # asked for anew: its attempts afresh
-    if queued:
-        send_after_commit(lambda: make.delay(report.pk, send), f"report {report.pk}",
-                          unsent=lambda: Report.objects.filter(pk=report.pk).update(sent_at=None))
     report.refresh_from_db()
     return report
 
@@ -127,48 +111,3 @@ def first_data_day() -> date | None:
     """The first day the cluster has anything to report (``telemetry.ledger.first_data_at``); None if none yet."""
     first = first_data_at()
     return timezone.localtime(first).date() if first is not None else None
-
-
-def recover_reports(now: datetime) -> dict[str, int]:
-    """Beat's repair of reports lost outside the database: one whose heartbeat stopped (``WORK_LEASE_SECONDS``), or
-    still running past its hard time limit, lost its worker (killed, out of memory): made again while it has attempts
-    left (``MAX_ATTEMPTS``), else failed with the reason; one still queued ``RESEND_AFTER_SECONDS`` after it was sent
-    is sent again (the broker lost it), and one the broker never took at once."""
-    from .tasks import make  # the task module imports this one
-
-    lost = now - timedelta(seconds=settings.REPORT_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
-    running = Report.objects.filter(stopped_beating(now, ReportStatus.RUNNING) | Q(started_at__lt=lost),
-                                    status=ReportStatus.RUNNING)
-    failed = running.filter(attempts__gte=settings.MAX_ATTEMPTS).update(
-        status=ReportStatus.FAILED, error="Stopped: its worker was lost or it ran past its time limit "
-                                         f"{settings.MAX_ATTEMPTS} times; ask again.")
-    requeued = running.update(status=ReportStatus.QUEUED, sent_at=None)
-    stale = now - timedelta(seconds=settings.RESEND_AFTER_SECONDS)
-    unsent = Q(sent_at__lt=stale) | Q(sent_at__isnull=True)  # lost by the broker, or never reached it
-    resend = list(Report.objects.filter(unsent, status=ReportStatus.QUEUED).values_list("pk", flat=True)[:100])
-    Report.objects.filter(pk__in=resend).update(sent_at=now)
-    for pk in resend:
-        make.delay(pk)
-    return {"failed": failed, "requeued": requeued, "resent": len(resend)}
-
-
-def make_scheduled(kind: str, now: datetime) -> list[Report]:
-    """Beat's daily or weekly run: the last complete period's cluster report and one per tenant, each sent to its
-    recipients."""
-    period = last_complete(kind, now)
-    made = []
-    for tenant in [None, *Tenant.objects.order_by("name")]:
-        report = make_report(period, tenant, now=now)
-        if report.status == ReportStatus.READY:
-            send_report(report)
-        made.append(report)
-    return made
-
-
-def send_report(report: Report) -> list[int]:
-    """Queue one e-mail per recipient of the report (``deliver.queue_deliveries``); a worker sends them."""
-    from .tasks import deliver_one  # the task module imports this one
-
-    ids = deliver.queue_deliveries(report, timezone.now())
-    transaction.on_commit(lambda: [deliver_one.delay(pk) for pk in ids])
-    return ids

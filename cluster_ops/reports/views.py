@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET
 
 from cluster_ops.models import Report
 
-from . import services
+from . import services, tasks
 from .forms import ReportRequestForm, may_make_reports
 
 CONTENT_TYPES = {"html": "text/html; charset=utf-8", "pdf": "application/pdf", "csv": "text/csv; charset=utf-8",
@@ -30,14 +30,15 @@ def report_list(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("Making reports needs the permission to add reports (as in admin).")
     form = ReportRequestForm(request.user, timezone.now(), data=request.POST or None)
     if request.method == "POST" and form.is_valid() and form.chosen_period is not None:
-        report = services.request_report(form.chosen_period, form.cleaned_data["tenant"], request.user,
+        report = tasks.request_report(form.chosen_period, form.cleaned_data["tenant"], request.user,
                                          send=bool(form.cleaned_data.get("send")))
         messages.success(request, f"The {report.kind} report {report.period_start:%Y-%m-%d} ({report.scope}) is "
                                   f"{report.get_status_display()}.")
         return redirect("reports:list")
     reports = Report.objects.visible_to(request.user).select_related("tenant").prefetch_related("deliveries")
     page = Paginator(reports, 50).get_page(request.GET.get("page"))
-    context = {"form": form, "page": page, "may_make": may_make_reports(request.user)}
+    rows = [(report, services.period_of(report).label) for report in page]  # the days each covers, in TIME_ZONE
+    context = {"form": form, "page": page, "rows": rows, "may_make": may_make_reports(request.user)}
     return render(request, "reports/list.html", context, status=400 if form.errors else 200)
 
 

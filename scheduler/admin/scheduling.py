@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 
-from ..core.policy import policy_label, policy_names, policy_summary
+from ..core.config import policy_label, policy_names, policy_summary
 from ..live.config import EDITABLE, scheduler_settings, settings_errors
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
 from ..preview import Preview, preview_round

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from .. import whatif
-from ..core.policy import policy_names
+from ..core.config import policy_names
 from ..models import (
     WHATIF_FINISHED,
     WhatIfRun,

@@ -1,5 +1,5 @@
-"""The API's one parser: JSON whose nesting is bounded (``cluster_ops.bounded_json``), so a body nested thousands of
-levels deep is a 400 naming the problem, not a ``RecursionError``."""
+"""The API's one parser: JSON whose nesting is bounded (``cluster_ops.common.bounded_json``), so a body nested
+thousands of levels deep is a 400 naming the problem, not a ``RecursionError``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
 
-from cluster_ops import bounded_json
+from cluster_ops.common import bounded_json
 
 
 class BoundedJSONParser(JSONParser):

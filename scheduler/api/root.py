@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from cluster_ops.version import VERSION
+from cluster_ops.common.version import VERSION
 
 RESOURCES = {"jobs": "api:job-list", "whatif": "api:whatif-list", "utilisation": "api:utilisation",
              "schema": "api:schema", "docs": "api:docs"}

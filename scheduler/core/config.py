@@ -20,18 +20,13 @@ from typing import Any, get_type_hints
 from pydantic import ConfigDict, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
+from . import policies  # noqa: F401  (each built-in policy registers itself on import)
 from .cycle import DEFAULT_RESTART_SECONDS, CycleConfig
-from .policy import POLICIES, Policy, UnknownPolicy, load_builtin_policies
-from .types import JobInfo
+from .policy import POLICIES, Policy, UnknownPolicy
+from .restarts import check_restart_delays
 
 DEFAULT_POLICY = "tiresias"
 DEFAULT_ROUND_SECONDS = 60.0
-
-
-def check_restart_delays(seconds: float, by_profile: Mapping[str, float]) -> None:
-    """``ValueError`` unless every restart delay is a finite number ≥ 0."""
-    if any(not (isinstance(d, int | float) and math.isfinite(d) and d >= 0) for d in [seconds, *by_profile.values()]):
-        raise ValueError("restart_seconds must be finite and ≥ 0")
 
 
 @dataclass(frozen=True)
@@ -62,24 +57,8 @@ class SchedulingConfig:
         return self.restart_seconds_by_profile.get(profile or "", self.restart_seconds)
 
 
-@dataclass(frozen=True)
-class PricesRestarts:
-    """The restart delays of a policy that prices restarts (``Capabilities.prices_restarts``), which
-    ``build_policy`` fills from the configuration; a policy dataclass inherits them."""
-
-    restart_seconds: float = DEFAULT_RESTART_SECONDS
-    restart_seconds_by_profile: Mapping[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        check_restart_delays(self.restart_seconds, self.restart_seconds_by_profile)
-
-    def restart_delay(self, job: JobInfo) -> float:
-        """What one restart of ``job`` costs it."""
-        return self.restart_seconds_by_profile.get(job.profile or "", self.restart_seconds)
-
-
 def policy_class(name: str) -> type[Policy]:
-    load_builtin_policies()
+    """The registered policy ``name`` (``UnknownPolicy`` for no such policy)."""
     try:
         return POLICIES[name]
     except KeyError:
@@ -95,6 +74,26 @@ def build_policy(config: SchedulingConfig) -> Policy:
         settings.setdefault("restart_seconds", config.restart_seconds)
         settings.setdefault("restart_seconds_by_profile", dict(config.restart_seconds_by_profile))
     return cls(**settings)
+
+
+def get_policy(name: str, **policy_config: object) -> Policy:
+    """The policy ``name`` with the default scheduling settings: for tests and benches; the product builds its
+    policies from the ``SchedulingConfig`` it runs under."""
+    return build_policy(SchedulingConfig(policy=name, policy_config=policy_config))
+
+
+def policy_names() -> list[str]:
+    return sorted(POLICIES)
+
+
+def policy_summary(name: str) -> str:
+    """The one-line description an operator reads beside the policy's name (``UnknownPolicy`` for no such policy)."""
+    return policy_class(name).summary
+
+
+def policy_label(name: str) -> str:
+    """The policy's name as lists show it: marked "(experimental)" where it is ours, not a published policy."""
+    return f"{name} (experimental)" if getattr(policy_class(name), "experimental", False) else name
 
 
 def policy_config_errors(name: str, policy_config: Any) -> str | None:

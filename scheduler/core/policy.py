@@ -4,7 +4,8 @@ A policy maps a ``ClusterSnapshot`` (and the state it returned last round) to a 
 per job. It never reads a clock, never mutates its inputs, keeps no memory on ``self``
 (the next round may run in another worker) and is deterministic for the same input.
 Configuration, such as Tiresias' queue thresholds, is passed to the constructor; policies are
-built from a ``SchedulingConfig`` by ``config.build_policy``, the one place that does.
+built from a ``SchedulingConfig`` by ``config.build_policy``, the one place that does; ``config`` also names
+them (``policy_names``, ``get_policy``), once the built-in ones have registered themselves.
 
 What the round and the simulator need to know of a policy beyond its answer is declared on
 it as ``capabilities``, a typed record (``Capabilities``), never discovered by ``getattr``.
@@ -94,36 +95,3 @@ def register(cls: P) -> P:
         raise ValueError(f"two policies are named {name!r}")
     POLICIES[name] = cls  # type: ignore[assignment]
     return cls
-
-
-def get_policy(name: str, **policy_config: object) -> Policy:
-    """The policy ``name`` with the default scheduling settings (``config.build_policy``): for tests and benches;
-    the product builds its policies from the ``SchedulingConfig`` it runs under."""
-    from .config import SchedulingConfig, build_policy
-
-    return build_policy(SchedulingConfig(policy=name, policy_config=policy_config))
-
-
-def policy_names() -> list[str]:
-    load_builtin_policies()
-    return sorted(POLICIES)
-
-
-def policy_summary(name: str) -> str:
-    """The one-line description an operator reads beside the policy's name (``UnknownPolicy`` for no such policy)."""
-    from .config import policy_class
-
-    return policy_class(name).summary
-
-
-def policy_label(name: str) -> str:
-    """The policy's name as lists show it: marked "(experimental)" where it is ours, not a published policy."""
-    from .config import policy_class
-
-    return f"{name} (experimental)" if getattr(policy_class(name), "experimental", False) else name
-
-
-def load_builtin_policies() -> None:
-    from . import policies  # noqa: F401  (each module registers itself on import)
-
-

@@ -11,7 +11,8 @@ of the live cluster), ``local`` (real processes started by node agents), ``slurm
 nodes, ``scheduler/slurm``) and ``slurm-observer`` (Slurm schedules; the console mirrors what it does). Each
 back-end registers itself by name (``register_backend``, called where it is defined); the scheduler app imports
 them when Django starts (``scheduler.apps``), so this seam imports none of them. A new back-end is a class with
-these verbs, its registration, and its name among ``ExecutorKind``'s choices.
+these verbs, its registration (with the check it makes of a new job), and its name among ``ExecutorKind``'s
+choices.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar, Protocol
 
+from django.core.exceptions import ValidationError
 from django.db.models import Count
 
 from scheduler.bulk import db_datetime, update_many, update_where
@@ -116,21 +118,45 @@ def charge_gpu_time(job: Job, gpus: int, until: datetime) -> None:
     job.accounted_at = max(since, until)
 
 
-# Back-end name (``SchedulerSettings.executor``) → what makes its executor from the settings.
-BACKENDS: dict[str, Callable[[SchedulerSettings], Executor]] = {}
+SubmissionCheck = Callable[[Job], None]
 
 
-def register_backend(name: str, make: Callable[[SchedulerSettings], Executor]) -> None:
-    """Make ``name`` a back-end: ``make(settings)`` gives its executor. Each back-end's module calls this."""
-    BACKENDS[name] = make
+def refuse_scripts(job: Job) -> None:
+    """The submission check of a back-end that runs no batch scripts: a job naming one is refused by the field."""
+    if job.script_path:
+        raise ValidationError({"script_path": "Batch scripts run on the Slurm back-end only; this cluster's back-end "
+                                              "starts the job's command."})
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A cluster back-end as the registry knows it: what makes its executor from the settings, and what it checks of
+    a job before the job is stored (``ValidationError`` naming the field; it may normalise the job's fields)."""
+
+    name: str
+    make: Callable[[SchedulerSettings], Executor]
+    check_submission: SubmissionCheck = refuse_scripts
+
+
+# Back-end name (``SchedulerSettings.executor``) → the back-end.
+BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(name: str, make: Callable[[SchedulerSettings], Executor], *,
+                     check_submission: SubmissionCheck = refuse_scripts) -> None:
+    """Make ``name`` a back-end: ``make(settings)`` gives its executor, ``check_submission(job)`` vets a new job.
+    Each back-end's module calls this."""
+    BACKENDS[name] = Backend(name, make, check_submission)
+
+
+def get_backend(name: str) -> Backend:
+    """The back-end registered as ``name`` (``LookupError`` naming the known ones)."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        raise LookupError(f"no cluster back-end {name!r}; known: {', '.join(sorted(BACKENDS))}") from None
 
 
 def get_executor(config: SchedulerSettings) -> Executor:
     """The executor of the back-end the settings name."""
-    try:
-        make = BACKENDS[config.executor]
-    except KeyError:
-        raise LookupError(f"no cluster back-end {config.executor!r}; known: {', '.join(sorted(BACKENDS))}") from None
-    return make(config)
-
-
+    return get_backend(config.executor).make(config)

@@ -11,8 +11,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from ..core.config import SchedulingConfig, policy_config_errors
-from ..core.policy import policy_names
+from ..core.config import SchedulingConfig, policy_config_errors, policy_names
 from ..models import ExecutorKind, SchedulerSettings
 
 logger = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.core.config import get_policy
 from scheduler.core.cycle import run_cycle
-from scheduler.core.policy import get_policy
 from scheduler.core.types import ClusterSnapshot, PolicyState
 
 from .synthetic import synthetic_snapshot

@@ -16,9 +16,9 @@ Definitions (a value that cannot be computed, e.g. a JCT with no completed job, 
   of the cluster), per completed job; ρ > 1 means the job did worse than its fair share. Reported: p50, p99 and the
   fraction of jobs with ρ > 1.
 * **Energy**: busy GPUs at full-utilisation draw, restarting and idle GPUs at idle draw, powered-down GPUs at 0, all
-  under the run's power caps (one for every GPU type, or one per type; ``telemetry.power``); facility energy = × PUE;
-  CO₂ and cost from facility energy. A **tenant's energy** is that of the GPUs its jobs held, training or restarting;
-  powered GPUs nobody held are the cluster's **unallocated energy**, no tenant's.
+  under the run's power caps (one for every GPU type, or one per type; ``scheduler.core.power``); facility energy =
+  × PUE; CO₂ and cost from facility energy. A **tenant's energy** is that of the GPUs its jobs held, training or
+  restarting; powered GPUs nobody held are the cluster's **unallocated energy**, no tenant's.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from telemetry.power import PowerModel
+from scheduler.core.power import PowerModel
 
 from .records import JobOutcome, SimulationResult, UsageInterval
 

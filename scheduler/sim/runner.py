@@ -16,8 +16,8 @@ from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.policies.sia import RESTART_SECONDS as SIA_POLICY_RESTART_SECONDS
 from scheduler.core.policies.sia import SiaPolicy
 from scheduler.core.policy import Policy
+from scheduler.core.power import PowerModel
 from scheduler.core.types import NodeInfo, TenantInfo
-from telemetry.power import PowerModel
 
 from .backtest import BacktestResult, backtest
 from .config import SimConfig

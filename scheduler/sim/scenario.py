@@ -23,7 +23,7 @@ from scheduler.core.config import (
     policy_config_errors,
 )
 from scheduler.core.policy import UnknownPolicy
-from telemetry.power import (
+from scheduler.core.power import (
     DEFAULT_GRID_G_CO2_PER_KWH,
     DEFAULT_PRICE_PER_KWH,
     DEFAULT_PUE,
@@ -94,7 +94,7 @@ class Scenario:
     # nodes × gpus_per_node of gpu_type; and the tenants' quotas (GPUs guaranteed), which override a preset's.
     node_groups: Sequence[Sequence[Any]] = ()
     tenant_quotas: Mapping[str, int] = field(default_factory=dict)
-    # What a kWh of GPU energy costs (telemetry.power.PowerModel): facility overhead, grid CO₂, price.
+    # What a kWh of GPU energy costs (scheduler.core.power.PowerModel): facility overhead, grid CO₂, price.
     pue: float = DEFAULT_PUE
     grid_g_co2_per_kwh: float = DEFAULT_GRID_G_CO2_PER_KWH
     price_per_kwh: float = DEFAULT_PRICE_PER_KWH

@@ -43,7 +43,7 @@ from ..executors import Launch, acknowledge, charge_gpu_time, finish_jobs, regis
 from ..executors.files import SLURM_LOG, checkpoint_dir, job_dir
 from ..live.config import scheduler_settings
 from ..models import ACTIVE_STATES, FINISHED_STATES, Allocation, Gpu, Job, JobState
-from . import restarts
+from . import restarts, submission
 from .client import JobSpec, SlurmClient, SlurmJob, SlurmRefused, SlurmUnavailable, connect, job_comment
 from .inventory import sync_inventory
 
@@ -362,4 +362,4 @@ def batch_script(job: Job) -> str:
     return f"#!/bin/bash\n# Cluster Ops job {job.pk}\n{run}\n"
 
 
-register_backend("slurm", lambda config: SlurmExecutor())
+register_backend("slurm", lambda config: SlurmExecutor(), check_submission=submission.check_job)

@@ -21,6 +21,7 @@ from ..bounds import MAX_EXPECTED_SECONDS, MAX_GPUS, MAX_TOTAL_WORK
 from ..core.types import ClusterSnapshot
 from ..executors import register_backend
 from ..models import Allocation, Gpu, Job, JobState, Tenant
+from . import submission
 from .client import AccountedRun, SlurmJob
 from .executor import ENDED, RUNNING, SlurmReader, charge_slurm_time, ending
 
@@ -144,4 +145,4 @@ def _open_allocations(job: Job, slurm_job: SlurmJob, free: Mapping[str, list[int
     Allocation.objects.bulk_create(rows)
 
 
-register_backend("slurm-observer", lambda config: SlurmObserver())
+register_backend("slurm-observer", lambda config: SlurmObserver(), check_submission=submission.check_script)

@@ -10,6 +10,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from scheduler.models import Job
+
 from .client import SlurmError, connect
 
 logger = logging.getLogger(__name__)
@@ -45,3 +47,14 @@ def check_account(tenant: str) -> None:
     if tenant not in accounts:
         raise ValidationError({"tenant": f"Tenant {tenant!r} is not an account in Slurm; jobs run under their "
                                          "tenant's Slurm account (sacctmgr add account)."})
+
+
+def check_script(job: Job) -> None:
+    """The observer's check of a new job: a batch script from the allowed folder (resolved in place)."""
+    job.script_path = checked_script_path(job.script_path)
+
+
+def check_job(job: Job) -> None:
+    """The Slurm back-end's check of a new job: a script from the allowed folder and a tenant that is an account."""
+    check_script(job)
+    check_account(job.tenant.name)

@@ -35,9 +35,10 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.core.exceptions import ValidationError
 from django.db.models import Min
 
+from scheduler.core.config import policy_names
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.gpu_types import gpu_type_key
-from scheduler.core.policy import policy_names
+from scheduler.core.power import DEFAULT_SPECS
 from scheduler.live.config import scheduler_settings
 from scheduler.live.snapshot import build_snapshot
 from scheduler.models import FINISHED_STATES, Gpu, Job, JobState, Tenant, WhatIfSweep
@@ -46,7 +47,6 @@ from scheduler.sim.records import WorkloadJob
 from scheduler.sim.runner import Scenario, ScenarioError
 from scheduler.sim.trace_formats import write_native
 from scheduler.sim.traces import TraceError
-from telemetry.power import DEFAULT_SPECS
 
 from . import runs
 from .traces import display_name, history_dir, history_name

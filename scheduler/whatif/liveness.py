@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from django.utils import timezone
 
-from cluster_ops.liveness import Heartbeat
+from cluster_ops.common.liveness import Heartbeat
 from scheduler.models import WhatIfRun, WhatIfStatus
 
 PROGRESS_STEP = 0.05  # write progress when it moved this much ...

@@ -19,7 +19,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from celery import Celery
+from celery import Celery, current_app
 from celery.exceptions import SoftTimeLimitExceeded
 from celery.utils import uuid
 from django.conf import settings
@@ -29,9 +29,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from cluster_ops.celery import app as project_celery_app
-from cluster_ops.dispatch import send_after_commit
-from cluster_ops.liveness import stopped_beating
+from cluster_ops.common.dispatch import send_after_commit
+from cluster_ops.common.liveness import stopped_beating
 from scheduler.models import WhatIfRun, WhatIfStatus, WhatIfSweep
 from scheduler.sim import scenario as scenario_rules
 from scheduler.sim.catalogue import COMPARED
@@ -346,7 +345,8 @@ def _best_policies(rows: list[dict[str, Any]], cap: float, load: float) -> dict[
 
 
 def _app(app: Celery | None) -> Celery:
-    return project_celery_app if app is None else app
+    # The project's app, as shared_task binds to it: an app never imports the project's Celery module.
+    return current_app if app is None else app
 
 
 def _user(actor: Actor) -> User | None:

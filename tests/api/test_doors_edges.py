@@ -11,8 +11,8 @@ from django.test import Client
 from knox.models import AuthToken
 from rest_framework.test import APIClient
 
-from cluster_ops import bounded_json
 from cluster_ops.api_tokens import issue_token
+from cluster_ops.common import bounded_json
 from scheduler.models import Job
 
 from .conftest import token_client

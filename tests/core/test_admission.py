@@ -9,8 +9,9 @@ from typing import ClassVar
 from hypothesis import given
 
 from scheduler.core.admission import BETWEEN_ROUNDS, start_waiting_jobs
+from scheduler.core.config import get_policy
 from scheduler.core.cycle import Action, _default_restart_delay
-from scheduler.core.policy import Capabilities, get_policy
+from scheduler.core.policy import Capabilities
 from scheduler.core.types import ClusterSnapshot, PolicyResult, PolicyState
 
 from .strategies import snapshots

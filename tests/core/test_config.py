@@ -7,7 +7,14 @@ from typing import ClassVar
 
 import pytest
 
-from scheduler.core.config import DEFAULT_RESTART_SECONDS, SchedulingConfig, build_policy, policy_config_errors
+from scheduler.core.config import (
+    DEFAULT_RESTART_SECONDS,
+    SchedulingConfig,
+    build_policy,
+    policy_config_errors,
+    policy_names,
+    policy_summary,
+)
 from scheduler.core.policies.pollux import PolluxPolicy
 from scheduler.core.policies.sia import SiaPolicy
 from scheduler.core.policy import (
@@ -15,8 +22,6 @@ from scheduler.core.policy import (
     SUMMARY_LIMIT,
     Capabilities,
     UnknownPolicy,
-    policy_names,
-    policy_summary,
     register,
 )
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core import speed
+from scheduler.core.config import get_policy
 from scheduler.core.cycle import Action, run_cycle
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.placement import place
-from scheduler.core.policy import get_policy
 from scheduler.core.speed import adaptive_grid, estimated_model, job_speed, model_for, priced_type, speed_table
 from scheduler.sim.engine import simulate
 from scheduler.sim.records import WorkloadJob

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from scheduler.core.capacity import Capacity
-from scheduler.core.policy import get_policy, policy_names
+from scheduler.core.config import get_policy, policy_names
 from scheduler.core.types import ClusterSnapshot
 
 from .strategies import snapshots

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from cluster_ops.dashboards import energy
-from scheduler.core.policy import policy_names, policy_summary
+from scheduler.core.config import policy_names, policy_summary
 from scheduler.models import WhatIfSweep
 from scheduler.whatif.history import HISTORY, LIVE_CLUSTER
 

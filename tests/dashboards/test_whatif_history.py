@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 
 from scheduler import whatif
-from scheduler.core.policy import policy_summary
+from scheduler.core.config import policy_summary
 from scheduler.live.config import scheduler_settings
 from scheduler.models import Job, JobState, WhatIfStatus
 from scheduler.sim.trace_formats import load_native

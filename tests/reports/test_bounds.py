@@ -11,7 +11,7 @@ from django.test import Client
 from django.utils import timezone
 
 from cluster_ops.models import Report, ReportStatus
-from cluster_ops.reports import periods, services
+from cluster_ops.reports import periods, services, tasks
 
 from .week import Week
 
@@ -58,11 +58,11 @@ def test_a_report_whose_worker_was_lost_is_made_again_then_failed_and_a_lost_mes
     Report.objects.filter(pk=queued.pk).update(sent_at=now - timedelta(seconds=settings.RESEND_AFTER_SECONDS + 1))
     sent: list[int] = []
     monkeypatch.setattr("cluster_ops.reports.tasks.make.delay", lambda pk, *_: sent.append(pk))
-    assert services.recover_reports(now) == {"failed": 0, "requeued": 1, "resent": 2}
+    assert tasks.recover_reports(now) == {"failed": 0, "requeued": 1, "resent": 2}
     assert sorted(sent) == sorted([lost.pk, queued.pk]) and Report.objects.get(pk=alive.pk).status == "running"
-    assert services.recover_reports(now) == {"failed": 0, "requeued": 0, "resent": 0}  # sent again just now
+    assert tasks.recover_reports(now) == {"failed": 0, "requeued": 0, "resent": 0}  # sent again just now
     Report.objects.filter(pk=lost.pk).update(status=ReportStatus.RUNNING, heartbeat_at=stopped,
                                              attempts=settings.MAX_ATTEMPTS)
-    assert services.recover_reports(now)["failed"] == 1
+    assert tasks.recover_reports(now)["failed"] == 1
     lost.refresh_from_db()
     assert lost.status == ReportStatus.FAILED and "worker was lost" in lost.error

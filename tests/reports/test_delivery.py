@@ -10,7 +10,7 @@ import pytest
 from django.core import mail
 
 from cluster_ops.models import DeliveryStatus, Report, ReportDelivery, ReportRecipient
-from cluster_ops.reports import deliver, services
+from cluster_ops.reports import deliver, services, tasks
 from cluster_ops.reports.tasks import DELIVERY_RETRIES
 
 from .flaky_backend import FlakyBackend
@@ -31,8 +31,8 @@ def test_each_report_goes_to_its_recipients_with_its_pdf_and_csv(
     cluster = services.make_report(week.period, None, now=made_at)
     vision = services.make_report(week.period, week.vision, now=made_at)
     with django_capture_on_commit_callbacks(execute=True):
-        services.send_report(cluster)
-        services.send_report(vision)
+        tasks.send_report(cluster)
+        tasks.send_report(vision)
     # Weekly reports: not to the daily-only address, not to the inactive one; language had no report made.
     assert sorted(m.to[0] for m in mail.outbox) == ["ops@example.com", "vision-lead@example.com"]
     ops, lead = sent_to("ops@example.com"), sent_to("vision-lead@example.com")
@@ -82,7 +82,7 @@ def test_the_task_retries_with_backoff_and_records_the_outcome(
     FlakyBackend.failures = failures
     report = services.make_report(week.period, None, now=made_at)
     with django_capture_on_commit_callbacks(execute=True):
-        services.send_report(report)
+        tasks.send_report(report)
     delivery = ReportDelivery.objects.get(report=report)
     assert (delivery.status, delivery.attempts) == (status, attempts)
     assert delivery.last_error == "SMTPServerDisconnected: Connection unexpectedly closed"

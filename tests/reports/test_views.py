@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from cluster_ops.models import Report, ReportDelivery, ReportRecipient, ReportStatus
-from cluster_ops.reports import services
+from cluster_ops.reports import services, tasks
 
 from .conftest import login
 from .week import Week
@@ -116,8 +116,6 @@ def test_a_report_asked_for_while_the_broker_is_away_is_kept_and_sent_when_it_is
     """POST /reports/ answered 500 (kombu OperationalError) during a Redis restart, though the report was stored."""
     from kombu.exceptions import OperationalError
 
-    from cluster_ops.reports import tasks
-
     def broker_away(*args: Any, **kwargs: Any) -> None:
         raise OperationalError("Error 111 connecting to 127.0.0.1:6399. Connection refused.")
 
@@ -130,4 +128,4 @@ def test_a_report_asked_for_while_the_broker_is_away_is_kept_and_sent_when_it_is
     assert report.status == ReportStatus.QUEUED and report.sent_at is None
     sent: list[int] = []
     monkeypatch.setattr(tasks.make, "delay", lambda pk, *rest: sent.append(pk))
-    assert services.recover_reports(report.created_at)["resent"] == 1 and sent == [report.pk]
+    assert tasks.recover_reports(report.created_at)["resent"] == 1 and sent == [report.pk]

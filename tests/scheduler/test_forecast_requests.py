@@ -161,6 +161,6 @@ def test_a_quick_forecast_is_followed_by_one_with_arrivals_when_they_are_assumed
     tasks.forecast_soon.run()
 
     assert Forecast.objects.first().samples == 0  # type: ignore[union-attr]  # the estimate, at once
-    assert [call["name"] for call in sent][-1] == forecasts.FORECAST_TASK  # and the one with arrivals, next
+    assert [call["name"] for call in sent][-1] == forecast_requests.FORECAST_TASK  # and the one with arrivals, next
     tasks.forecast.run()
     assert Forecast.objects.first().samples == 2  # type: ignore[union-attr]

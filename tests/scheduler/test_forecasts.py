@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import Client
 
-from scheduler import forecasts, runtime_models, services
+from scheduler import forecast_requests, forecasts, runtime_models, services
 from scheduler.live.config import scheduler_settings
 from scheduler.models import (
     Allocation,
@@ -177,7 +177,7 @@ def test_beat_sends_the_forecast_every_round_and_trains_hourly(cluster: Node) ->
 
     sync_round_schedule()
     forecast = PeriodicTask.objects.get(name=FORECAST_SCHEDULE_NAME)
-    assert (forecast.task, forecast.interval.every) == (forecasts.FORECAST_TASK, 10)
+    assert (forecast.task, forecast.interval.every) == (forecast_requests.FORECAST_TASK, 10)
     assert PeriodicTask.objects.get(name=TRAIN_SCHEDULE_NAME).interval.every == 3600
 
 

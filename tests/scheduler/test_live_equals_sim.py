@@ -11,8 +11,7 @@ from datetime import timedelta
 import pytest
 
 from scheduler import forecasts, services
-from scheduler.core.config import build_policy
-from scheduler.core.policy import policy_names
+from scheduler.core.config import build_policy, policy_names
 from scheduler.executors import get_executor
 from scheduler.live import round as rounds
 from scheduler.live.config import scheduler_settings, scheduling_config
@@ -80,10 +79,3 @@ def test_the_live_round_decides_what_the_simulator_decides(policy, mixed_cluster
     assert live_decisions() == expected
     if policy in ("pollux", "sia", "sia-profiled", "sia-hesrpt"):  # policies that choose the batch: it reached it
         assert any(batch for _, batch in expected.values())
-
-
-def test_every_back_end_the_settings_offer_is_registered_and_none_else() -> None:
-    from scheduler.executors import BACKENDS
-    from scheduler.models import ExecutorKind
-
-    assert set(BACKENDS) == set(ExecutorKind.values)

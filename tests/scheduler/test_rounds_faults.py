@@ -10,8 +10,8 @@ from django.db import connections
 from django.utils import timezone
 
 from scheduler import services
+from scheduler.core.config import get_policy
 from scheduler.core.cycle import Action, CycleResult, run_cycle
-from scheduler.core.policy import get_policy
 from scheduler.live import round as rounds
 from scheduler.live import writer
 from scheduler.live.config import scheduler_settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.policy import get_policy
+from scheduler.core.config import get_policy
 from scheduler.sim.backtest import _FreePlan, backtest
 from tests.sim.test_engine import cluster, rigid
 

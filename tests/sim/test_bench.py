@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.core.policy import policy_names
+from scheduler.core.config import policy_names
 from scheduler.sim.bench import summarise
 from scheduler.sim.synthetic import synthetic_snapshot
 from tests.core.strategies import PROFILES

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.core.config import get_policy
 from scheduler.core.cycle import CycleConfig
-from scheduler.core.policy import get_policy
 from scheduler.core.types import GpuSlot, NodeInfo
 from scheduler.sim.config import SimConfig
 from scheduler.sim.engine import simulate

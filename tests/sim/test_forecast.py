@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.policy import get_policy
+from scheduler.core.config import get_policy
 from scheduler.sim.config import SimConfig
 from scheduler.sim.forecast import ForecastInput, forecast, sample_arrivals
 from scheduler.sim.records import WorkloadJob

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from scheduler.core.config import get_policy
 from scheduler.core.goodput import GoodputModel, PerfParams
-from scheduler.core.policy import get_policy
 from scheduler.core.types import GpuSlot, NodeInfo
 from scheduler.sim.config import SimConfig
 from scheduler.sim.engine import simulate

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.core.power import GpuPowerSpec, PowerModel, power_factor, time_factor
 from scheduler.sim import metrics
 from scheduler.sim.metrics import (
     energy_kwh,
@@ -18,7 +19,6 @@ from scheduler.sim.metrics import (
     tenant_fairness,
 )
 from scheduler.sim.records import JobOutcome, SimulationResult, UsageInterval
-from telemetry.power import GpuPowerSpec, PowerModel, power_factor, time_factor
 
 # Round numbers, not the defaults: V100 idles at 50 W and trains at 250 W (limit 300 W); T4 10 W / 60 W (70 W).
 SPECS = {"v100": GpuPowerSpec(idle_w=50, max_w=250, tdp_w=300), "t4": GpuPowerSpec(idle_w=10, max_w=60, tdp_w=70)}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.core.policy import get_policy
+from scheduler.core.config import get_policy
 from scheduler.core.types import GpuSlot, NodeInfo
 from scheduler.sim.config import SimConfig
 from scheduler.sim.engine import simulate

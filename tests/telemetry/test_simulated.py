@@ -10,11 +10,11 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 from scheduler import services
+from scheduler.core.power import DEFAULT_SPECS
 from scheduler.demo import seed_demo
 from scheduler.models import Allocation, Gpu, GpuHealth, Job, Node
 from telemetry import tasks
 from telemetry.models import GpuSample
-from telemetry.power import DEFAULT_SPECS
 from telemetry.schedule import SIMULATED_SCHEDULE_NAME
 from telemetry.simulated import SimulatedGpu, collect_simulated, job_is_idle, simulate
 

@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils.html import escape
 from django_celery_beat.models import PeriodicTask
 
-from scheduler.core.policy import policy_summary
+from scheduler.core.config import policy_summary
 from scheduler.live.config import scheduler_settings
 from scheduler.models import SchedulerSettings, SettingsChange
 from scheduler.schedule import ROUND_SCHEDULE_NAME

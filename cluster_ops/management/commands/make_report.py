@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from cluster_ops.models import ReportStatus
-from cluster_ops.reports import periods, services
+from cluster_ops.reports import periods, services, tasks
 from scheduler.models import Tenant
 
 
@@ -41,5 +41,5 @@ class Command(BaseCommand):
         for note in report.notes:
             self.stdout.write(f"note: {note}")
         if options["send"]:
-            sent = services.send_report(report)
+            sent = tasks.send_report(report)
             self.stdout.write(f"queued {len(sent)} e-mail{'s' if len(sent) != 1 else ''}")

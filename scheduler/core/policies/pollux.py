@@ -60,8 +60,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..capacity import Capacity
-from ..config import PricesRestarts
 from ..policy import Capabilities, register
+from ..restarts import PricesRestarts
 from ..speed import fewest_nodes, gpus_per_node, model_for
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import SpeedMemo, arrival_key, grant_in_order, resize_note

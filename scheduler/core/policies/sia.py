@@ -59,8 +59,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import csr_array
 
-from ..config import PricesRestarts
 from ..policy import Capabilities, hold_allocations, register
+from ..restarts import PricesRestarts
 from ..speed import TypeGrid, adaptive_grid, fewest_nodes, gpus_per_node, held_type, model_for, remaining_seconds
 from ..types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 from ._ordering import arrival_key

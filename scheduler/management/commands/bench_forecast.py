@@ -9,9 +9,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.utils import timezone
 
-from cluster_ops.benchdb import throwaway_database
+from cluster_ops.common.benchdb import throwaway_database
 from scheduler import forecasts
-from scheduler.core.policy import UnknownPolicy, get_policy
+from scheduler.core.config import get_policy
+from scheduler.core.policy import UnknownPolicy
 from scheduler.models import SchedulerSettings
 from scheduler.roundbench import seed_cluster
 

@@ -4,8 +4,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from scheduler.core.config import get_policy, policy_names
 from scheduler.core.fitted_profiles import FITTED_PROFILES
-from scheduler.core.policy import UnknownPolicy, get_policy, policy_names
+from scheduler.core.policy import UnknownPolicy
 from scheduler.sim.bench import bench_policies
 
 

@@ -5,8 +5,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from cluster_ops.benchdb import throwaway_database
-from scheduler.core.policy import UnknownPolicy, get_policy
+from cluster_ops.common.benchdb import throwaway_database
+from scheduler.core.config import get_policy
+from scheduler.core.policy import UnknownPolicy
 from scheduler.roundbench import bench
 
 

@@ -4,7 +4,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.core.policy import policy_names
+from scheduler.core.config import policy_names
 from scheduler.sim.sampling import PHILLY_JOBS
 from scheduler.sim.sia_validation import DEFAULT_SETS, POLICIES, SETS, cases, run_case, table
 from scheduler.sim.validation import replay

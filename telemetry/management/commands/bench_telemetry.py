@@ -4,7 +4,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from cluster_ops.benchdb import throwaway_database
+from cluster_ops.common.benchdb import throwaway_database
 from telemetry.bench import run
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from scheduler.core.config import get_policy
 from scheduler.core.policies.afs import best_step
-from scheduler.core.policy import get_policy
 from scheduler.core.types import JobInfo, PolicyResult
 
 from . import cluster, job, snapshot

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.core.policy import get_policy
+from scheduler.core.config import get_policy
 from scheduler.core.types import JobInfo, NodeInfo, PolicyResult
 
 from . import cluster, job, snapshot

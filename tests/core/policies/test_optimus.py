@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
+from scheduler.core.config import get_policy
 from scheduler.core.goodput import GoodputModel, PerfParams
 from scheduler.core.policies.optimus import best_step
-from scheduler.core.policy import get_policy
 from scheduler.core.types import JobInfo, NodeInfo, PolicyResult
 
 from . import cluster, job, snapshot

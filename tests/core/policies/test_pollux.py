@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from scheduler.core.capacity import Capacity
+from scheduler.core.config import get_policy
 from scheduler.core.policies.pollux import PolluxPolicy, realloc_factor
-from scheduler.core.policy import get_policy
 from scheduler.core.types import ClusterSnapshot, GpuSlot, JobInfo, NodeInfo, PolicyResult
 from tests.core.strategies import PROFILES
 

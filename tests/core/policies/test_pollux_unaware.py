@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from scheduler.core.config import get_policy
 from scheduler.core.policies.pollux_unaware import BLIND_TYPE, UnawarePolluxPolicy, on_real_types, type_blind
-from scheduler.core.policy import get_policy
 from scheduler.core.types import PolicyResult
 
 from . import cluster, job, snapshot

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.core.config import get_policy
 from scheduler.core.cycle import Action, run_cycle
 from scheduler.core.goodput import GoodputModel, PerfParams
 from scheduler.core.policies.sia import (
@@ -14,7 +15,6 @@ from scheduler.core.policies.sia import (
     configurations,
     restart_factor,
 )
-from scheduler.core.policy import get_policy
 from scheduler.core.types import JobInfo
 
 from . import cluster, job, snapshot

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.policy import get_policy
+from scheduler.core.config import get_policy
 from scheduler.core.speed import job_speed
 from scheduler.core.types import JobInfo, NodeInfo, PolicyResult
 from tests.core.strategies import PROFILES

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.core.config import get_policy
 from scheduler.core.policies.themis import FinishTimeFairness
-from scheduler.core.policy import get_policy
 from scheduler.core.types import ClusterSnapshot, JobInfo, TenantInfo
 
 from . import cluster, job, snapshot

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # settings import this module: nothing of Django's at import time
     from django.http import HttpRequest
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 VERSION: str = tomllib.loads(PYPROJECT.read_text())["project"]["version"]
 
 

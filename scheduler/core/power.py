@@ -1,6 +1,6 @@
 """GPU power and energy: watts per GPU type under a power cap, and what a kWh costs the planet and the budget.
 
-Pure Python (numpy, scipy): the what-if simulator imports it, so no Django here.
+Pure Python (numpy, scipy), in the pure core: the simulator and the telemetry both import it.
 
 The model, and where each piece comes from:
 

@@ -1,0 +1,44 @@
+"""The back-end registry (scheduler/executors): every back-end the settings offer is registered, and a new job is
+vetted by the check its cluster's back-end registered — no ``if executor == …`` in the job service."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from scheduler import services
+from scheduler.executors import BACKENDS, get_backend
+from scheduler.models import ExecutorKind, Job, Tenant
+
+
+def test_every_back_end_the_settings_offer_is_registered_and_none_else() -> None:
+    assert set(BACKENDS) == set(ExecutorKind.values)
+
+
+def test_an_unknown_back_end_is_named_with_the_known_ones() -> None:
+    with pytest.raises(LookupError, match="no cluster back-end 'kubernetes'; known: local, simulated, slurm"):
+        get_backend("kubernetes")
+
+
+def test_a_back_end_without_batch_scripts_refuses_one_by_the_field(tenant: Tenant) -> None:
+    with pytest.raises(ValidationError) as refused:
+        services.submit_job(tenant=tenant, name="bad", workload_profile="cifar10", total_work=10.0,
+                            script_path="train.sh")
+    assert "Batch scripts run on the Slurm back-end only" in str(refused.value.message_dict["script_path"])
+    assert not Job.objects.filter(name="bad").exists()
+
+
+def test_the_job_service_asks_the_clusters_own_back_end(tenant: Tenant, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = []
+
+    def refuse_every_tenant(job: Job) -> None:
+        asked.append(job.name)
+        raise ValidationError({"tenant": "not an account here"})
+
+    monkeypatch.setitem(BACKENDS, "simulated",
+                        dataclasses.replace(BACKENDS["simulated"], check_submission=refuse_every_tenant))
+    with pytest.raises(ValidationError, match="not an account here"):
+        services.submit_job(tenant=tenant, name="vetted", workload_profile="cifar10", total_work=10.0)
+    assert asked == ["vetted"] and not Job.objects.filter(name="vetted").exists()
