@@ -5,6 +5,10 @@ missing (Debian packages with apt-get, PyTorch into the venv); otherwise it name
 and fails. Inside pytest, a test marked ``@pytest.mark.needs("browser")`` (or a module with that
 ``pytestmark``) fails saying what to install when its prerequisite is absent.
 
+The public traces are one such group (``traces``), found under ``TRACES_DIR``; nothing installs them, so without
+them ``make test`` goes on and each test that reads them fails, named in pytest's summary, saying where to set
+``TRACES_DIR``.
+
 The only way to skip such tests is to name their group in ``CLUSTER_OPS_TEST_WITHOUT``
 (e.g. ``CLUSTER_OPS_TEST_WITHOUT=browser,torch``), an explicit opt-out that CI never sets.
 """
@@ -34,8 +38,15 @@ class Prerequisite:
     debian_packages: tuple[str, ...] = ()
     pip_requirements: str = ""  # a requirements file, relative to the repository
     recommends: bool = False  # install Debian's recommended packages too (Chromium's fonts and sandbox)
+    hint: str = ""  # what to do, for a prerequisite nothing here installs
+
+    @property
+    def installable(self) -> bool:
+        return bool(self.debian_packages or self.pip_requirements)
 
     def install_hint(self) -> str:
+        if self.hint:
+            return self.hint
         if self.debian_packages:
             lean = "" if self.recommends else "--no-install-recommends "
             return f"apt-get install -y {lean}" + " ".join(self.debian_packages)
@@ -48,6 +59,19 @@ def _commands(*names: str) -> Callable[[], bool]:
 
 def _libraries(*names: str) -> Callable[[], bool]:
     return lambda: all(ctypes.util.find_library(name) for name in names)
+
+
+# The public traces and profiles the trace tests read (docs/validation.md names their sources), under TRACES_DIR:
+# by default the folder ``shared/traces`` beside the repository's own, as in cluster_ops/settings.py.
+TRACE_FOLDERS = ("pollux", "sia", "philly", "alibaba-pai-2020", "elasticflow-itp")
+
+
+def traces_dir() -> Path:
+    return Path(os.environ.get("TRACES_DIR") or REPO.parent / "shared" / "traces")
+
+
+def _traces() -> bool:
+    return all((traces_dir() / folder).is_dir() for folder in TRACE_FOLDERS)
 
 
 def _jwt_plugin() -> bool:
@@ -70,6 +94,8 @@ PREREQUISITES = {p.group: p for p in (
                  and _jwt_plugin(),
                  ("slurm-wlm", "slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munge", "slurm-wlm-jwt-plugin",
                   "slurm-client", "mariadb-server")),
+    Prerequisite("traces", f"the tests that read the public traces ({', '.join(TRACE_FOLDERS)})", _traces,
+                 hint=f"TRACES_DIR set to a folder holding them (now {traces_dir()}, which lacks some)"),
     Prerequisite("torch", "the example training job (tests/integration/test_local_executor.py, tests/slurm/)",
                  lambda: importlib.util.find_spec("torch") is not None, pip_requirements="requirements-node.txt"),
 )}
@@ -112,8 +138,12 @@ def install(prerequisites: list[Prerequisite]) -> None:
 
 
 def main() -> int:
-    """Install what is missing (as root), or name it and fail; groups opted out are left alone."""
-    wanted = [p for p in missing() if p.group not in opted_out()]
+    """Install what is missing (as root), or name it and fail; groups opted out are left alone. What nothing here
+    installs (the traces) is named, and the tests that need it then fail by name."""
+    for prerequisite in [p for p in missing() if not p.installable and p.group not in opted_out()]:
+        print(f"missing for {prerequisite.what}: {prerequisite.install_hint()}; those tests will fail "
+              f"(or opt out explicitly: {OPT_OUT_VARIABLE}={prerequisite.group})", file=sys.stderr)
+    wanted = [p for p in missing() if p.installable and p.group not in opted_out()]
     if wanted and os.geteuid() == 0 and shutil.which("apt-get"):
         print("installing the test prerequisites: " + ", ".join(p.group for p in wanted), flush=True)
         install(wanted)

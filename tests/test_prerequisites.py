@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests import prerequisites
@@ -51,3 +56,20 @@ def test_root_installs_debian_packages_with_chromiums_recommends_only(monkeypatc
     assert ran[1][-2:] == ["--no-install-recommends", "prometheus"]
     assert ran[2][-1] == "chromium" and "--no-install-recommends" not in ran[2]
     assert ran[3][-2:] == ["-r", str(prerequisites.REPO / "requirements-node.txt")]
+
+
+def test_the_trace_tests_look_where_the_product_reads_traces(settings) -> None:
+    """The prerequisite check runs before Django: it must resolve TRACES_DIR as the settings do."""
+    assert prerequisites.traces_dir().resolve() == Path(settings.TRACES_DIR).resolve()
+
+
+def test_without_traces_the_tests_that_read_them_fail_by_name(tmp_path: Path) -> None:
+    """A machine without the public traces: each trace test fails naming TRACES_DIR; none is skipped silently."""
+    env = {**os.environ, "TRACES_DIR": str(tmp_path / "none"), prerequisites.OPT_OUT_VARIABLE: ""}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x",
+                          "tests/sim/test_trace_formats.py", "-k", "cluster_sizes"],
+                         cwd=prerequisites.REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout[-2000:]
+    assert "ERROR tests/sim/test_trace_formats.py::test_itp_cluster_sizes" in run.stdout  # named in the summary
+    assert "TRACES_DIR set to a folder" in run.stdout
+    assert "skipped" not in run.stdout

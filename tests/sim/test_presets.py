@@ -89,7 +89,7 @@ def test_presets_by_name_and_invalid_ones(traces: Path) -> None:
         NodeGroup("t4", 4, 0)
 
 
-@pytest.mark.skipif(not (REAL / "alibaba-pai-2020").is_dir(), reason=f"no PAI machine list under TRACES_DIR={REAL}")
+@pytest.mark.needs("traces")
 def test_the_real_pai_cluster_matches_its_provenance() -> None:
     preset = alibaba_pai_preset(REAL)
     # PROVENANCE.md: MISC 2,240, P100 1,596, V100M32 1,080, T4 994, V100 832 (6,742 total).
@@ -99,7 +99,7 @@ def test_the_real_pai_cluster_matches_its_provenance() -> None:
     assert len({gpu.id for node in nodes for gpu in node.gpus}) == 6742
 
 
-@pytest.mark.skipif(not (REAL / "philly").is_dir(), reason=f"no Philly traces under TRACES_DIR={REAL}")
+@pytest.mark.needs("traces")
 def test_the_real_philly_cluster() -> None:
     preset = philly_preset(REAL)
     assert (len(preset.tenant_quotas), preset.total_gpus) == (11, 352 * 8)

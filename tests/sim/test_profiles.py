@@ -194,9 +194,7 @@ def test_the_command_prints_the_table_and_writes_a_module_that_reproduces_the_fi
     assert output.read_text() == first  # deterministic
 
 
-needs_traces = pytest.mark.skipif(
-    not (REAL_TRACES / "pollux").is_dir(), reason=f"no Pollux traces under TRACES_DIR={REAL_TRACES}"
-)
+needs_traces = pytest.mark.needs("traces")
 
 
 @pytest.fixture(scope="module")

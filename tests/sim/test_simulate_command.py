@@ -89,7 +89,7 @@ def test_scenario_refuses_nonsense() -> None:
 POLLUX = settings.TRACES_DIR / "pollux"
 
 
-@pytest.mark.skipif(not POLLUX.is_dir(), reason="TRACES_DIR has no Pollux traces")
+@pytest.mark.needs("traces")
 def test_regression_against_the_pollux_authors_on_one_workload() -> None:
     """Workload 6 at 1.0× load: published avg JCT pollux 2,446 s, tiresias 3,470 s, optimus 5,302 s.
 
@@ -109,7 +109,7 @@ def test_regression_against_the_pollux_authors_on_one_workload() -> None:
 SIA = settings.TRACES_DIR / "sia" / "workloads"
 
 
-@pytest.mark.skipif(not SIA.is_dir(), reason="TRACES_DIR has no Sia workloads")
+@pytest.mark.needs("traces")
 def test_validate_sia_on_one_helios_workload() -> None:
     """Helios (saturn) workload 1 on Sia's 64-GPU heterogeneous cluster.
 
@@ -132,7 +132,7 @@ def test_validate_sia_refuses_a_bad_count() -> None:
         call_command("validate_sia", "--workloads", "0")
 
 
-@pytest.mark.skipif(not SIA.is_dir(), reason="TRACES_DIR has no Sia workloads")
+@pytest.mark.needs("traces")
 def test_validate_sia_prints_every_policy_of_sias_table_with_restarts() -> None:
     """Sia's Table 3 compares against Pollux blind to types and Gavel; both are policies here, with Sia's
     ordering on one Helios file (sia < pollux < gavel) and every column, restarts per job included."""
@@ -176,7 +176,7 @@ def test_validate_sia_compares_each_policy_with_our_sia_on_the_same_files() -> N
     assert alone["vs_our_sia"] is None
 
 
-@pytest.mark.skipif(not SIA.is_dir(), reason="TRACES_DIR has no Sia workloads")
+@pytest.mark.needs("traces")
 def test_the_held_out_sets_are_other_draws_of_sias_generator() -> None:
     """Fig. 7's files (Helios-sampled at 10, 30, 40 and 50 jobs an hour) exist, ten a rate, none is a file of the
     sets the policies were built on, and from 30 jobs an hour on, at least 30 % of each file's jobs are new."""
@@ -251,7 +251,7 @@ def test_sias_policy_table_of_restart_delays_is_priced_by_reproduced_sia_only() 
 PHILLY_JOBS = settings.TRACES_DIR / "philly" / "philly_jobs_sia_pollux.csv"
 
 
-@pytest.mark.skipif(not PHILLY_JOBS.is_file(), reason="TRACES_DIR has no Philly job list")
+@pytest.mark.needs("traces")
 def test_the_sampled_sets_are_new_draws_of_the_generator_behind_sias_philly_files() -> None:
     """Held out: `philly-sampled` draws 160 jobs a seed from Philly's job list as Sia's Philly files were drawn, none
     of them one of those files, with their applications and no ncf job; the homogeneous variant the same draws."""
@@ -277,7 +277,7 @@ def test_the_sampled_sets_are_new_draws_of_the_generator_behind_sias_philly_file
     assert len({tuple(jobs(Path(case.scenario(traces).trace))) for case in sampled}) == 8
 
 
-@pytest.mark.skipif(not PHILLY_JOBS.is_file(), reason="TRACES_DIR has no Philly job list")
+@pytest.mark.needs("traces")
 def test_validate_pollux_runs_sampled_workloads_against_our_pollux() -> None:
     """`--seed`: a workload drawn at that seed, 160 × load jobs, with no published figure; each policy beside our
     pollux on the same draws."""

@@ -169,7 +169,7 @@ def test_a_missing_column_is_named_when_the_format_is_given(tmp_path: Path) -> N
     assert str(error.value).startswith(f"{path}, line 1, column 'duration': missing column(s) ['duration']")
 
 
-@pytest.mark.skipif(not (REAL / "philly").is_dir(), reason=f"no Philly traces under TRACES_DIR={REAL}")
+@pytest.mark.needs("traces")
 def test_the_full_philly_list_loads_completely() -> None:
     # How fast it loads is a benchmark figure (docs/performance.md), not a pass/fail threshold.
     jobs = load_philly(REAL / "philly" / "philly_jobs_sia_pollux.csv")
@@ -179,14 +179,14 @@ def test_the_full_philly_list_loads_completely() -> None:
     assert max(job.submit_seconds for job in jobs) // 86_400 == 108  # 2017-09-04 .. 2017-12-22
 
 
-@pytest.mark.skipif(not (REAL / "elasticflow-itp").is_dir(), reason=f"no ITP traces under TRACES_DIR={REAL}")
+@pytest.mark.needs("traces")
 @pytest.mark.parametrize("variant", ["raw", "elasticflow"])
 def test_itp_cluster_sizes_match_the_provenance_table(variant: str) -> None:
     files = [REAL / "elasticflow-itp" / variant / f"cluster{n:02d}.csv" for n in range(1, 11)]
     assert tuple(len(load_trace_jobs(path)) for path in files) == ITP_JOBS
 
 
-@pytest.mark.skipif(not (REAL / "sia").is_dir(), reason=f"no Sia workloads under TRACES_DIR={REAL}")
+@pytest.mark.needs("traces")
 def test_every_sia_and_pollux_workload_loads_as_simulator_jobs() -> None:
     files = sorted((REAL / "sia" / "workloads").rglob("workload-*.csv"))
     files += sorted((REAL / "pollux").glob("workloads-*/workload-*.csv"))

@@ -117,12 +117,12 @@ def test_a_job_without_duration_or_known_profile_is_named() -> None:
         to_workload([], elastic=True, seed=0, max_gpus_factor=0)
 
 
-@pytest.mark.skipif(not (REAL / "pollux").is_dir(), reason=f"no Pollux traces under TRACES_DIR={REAL}")
+@pytest.mark.needs("traces")
 def test_completion_progress_is_read_from_the_validation_curves() -> None:
     assert load_completion_progress(REAL) == COMPLETION_PROGRESS
 
 
-@pytest.mark.skipif(not (REAL / "philly").is_dir(), reason=f"no Philly traces under TRACES_DIR={REAL}")
+@pytest.mark.needs("traces")
 def test_the_full_philly_list_converts_both_ways() -> None:
     trace = load_philly(REAL / "philly" / "philly_jobs_sia_pollux.csv")
     rigid = to_workload(trace, elastic=False, seed=0)
