@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-requirements
 # With REDIS_URL set, Redis is yours; without it, `make run` starts the embedded one.
 EMBEDDED_REDIS := $(if $(REDIS_URL),false,true)
 
-.PHONY: run test test-fast lint docs venv clean slurm-lab slurm-lab-stop
+.PHONY: run test test-fast bench lint docs venv clean slurm-lab slurm-lab-stop
 
 venv: $(STAMP)
 
@@ -51,6 +51,10 @@ test: venv
 # The quick tier while editing: lint, types, the manual and the tests that start no process or server.
 test-fast: venv
 	@bash scripts/run_tests.sh --fast $(PYTEST_ARGS)
+
+# Every benchmark, then docs/performance.md rewritten with their figures, the machine and the date (~3 minutes).
+bench: venv
+	$(BIN)/python scripts/bench.py
 
 # The manual (docs/, mkdocs.yml) as a static site in var/site/; `make test` builds it too, strictly.
 docs: venv
