@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeVar
 
 from .speed import held_type
-from .types import ClusterSnapshot, PolicyResult, PolicyState
+from .types import ClusterSnapshot, JobInfo, PolicyResult, PolicyState
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,24 @@ def hold_allocations(snap: ClusterSnapshot, state: PolicyState | None, why: str)
     the round's note and each job's reason. An optimising policy returns this rather than an empty
     allocation, which the round would carry out as preempting every running job.
     """
-    allocations = {job.id: _within_bounds(job.gpus, job.min_gpus, job.max_gpus) for job in snap.jobs}
+    # A job that now requires another type than it holds (an operator changed it) cannot keep its GPUs: it waits.
+    misplaced = {job.id for job in snap.jobs if job.gpu_type not in (None, held_type(job, snap) or job.gpu_type)}
+    allocations = {job.id: 0 if job.id in misplaced else _within_bounds(job.gpus, job.min_gpus, job.max_gpus)
+                   for job in snap.jobs}
     usable = snap.usable_by_type
     gpu_types = {job.id: kind for job in snap.jobs
-                 if allocations[job.id] and (kind := held_type(job, snap)) is not None and kind in usable}
-    reasons = {job.id: f"{why}; {'keeps its GPUs' if job.gpus else 'waits'}" for job in snap.jobs}
+                 if allocations[job.id] and (kind := _sole_type(job, snap)) is not None and kind in usable}
+    reasons = {job.id: f"{why}; " + ("waits: its GPUs are not of the type it requires" if job.id in misplaced
+                                     else "keeps its GPUs" if job.gpus else "waits") for job in snap.jobs}
     return PolicyResult(allocations=allocations, state=dict(state or {}), reasons=reasons, gpu_types=gpu_types,
                         note=f"{why}: running jobs keep their GPUs")
+
+
+def _sole_type(job: JobInfo, snap: ClusterSnapshot) -> str | None:
+    """The one type of the GPUs ``job`` holds; None when it holds none, or GPUs of several types (counted by number
+    only: booking all of them on the type of most would overbook that type)."""
+    kinds = {snap.index.type_of.get(gpu) for gpu in job.placement}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _within_bounds(held: int, least: int, most: int) -> int:

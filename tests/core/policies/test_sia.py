@@ -137,6 +137,25 @@ def test_a_solver_without_an_answer_moves_nobody(name: str, monkeypatch: pytest.
     assert result.state["policy"] == {"largest": {"run": 2, "t": 4}}  # its memory survives the round
 
 
+def test_without_an_answer_a_job_holding_the_wrong_type_waits_and_one_spanning_types_books_none(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the round's property test: with no answer, a job an operator moved to t4 while it holds A100s kept
+    them (a type it may not use), and a job spanning both types was booked whole on the type of most of its GPUs,
+    overbooking that type; both broke the round's contract."""
+    from types import SimpleNamespace
+
+    from scheduler.core.policies import sia
+
+    monkeypatch.setattr(sia, "milp", lambda *args, **kwargs: SimpleNamespace(x=None, status=1))
+    moved = job("moved", min_gpus=1, max_gpus=2, profile="model", holds=2, on="a0", gpu_type="t4")
+    spanning = JobInfo(id="both", tenant="t", submit_time=0.0, total_work=100.0, progress=0.0, min_gpus=6,
+                       max_gpus=6, profile="model", placement=("t0-g0", "t0-g1", "a0-g2", "a0-g3", "a0-g4", "a0-g5"))
+    result = run_cycle(snapshot(MIXED, moved, spanning, profiles=PROFILES), get_policy("sia"))
+    assert result.decisions["moved"].action == Action.PREEMPT
+    assert "not of the type it requires" in result.decisions["moved"].reason
+    assert result.decisions["both"].action == Action.KEEP
+
+
 # Scales poorly past 4 GPUs (communication-bound): 8 GPUs are worth little more than 4 in Sia's objective.
 FLAT = GoodputModel(PerfParams(0.1, 0.001, 0.8, 0.005, 0.8, 0.02, 1.0), init_batch_size=64, max_batch_size=1024,
                     min_local_bsz=8, max_local_bsz=256, noise_scale=4000.0)
