@@ -3,7 +3,7 @@
 django-celery-beat skips an entry whose schedule raises ``ValueError``, but an interval past ``timedelta``'s range
 raises ``OverflowError``, which killed beat at every start — and with it every round. Here such an entry is
 refused and logged by name, and the others run. The round's own entry is written from the validated settings
-(``scheduler.schedule.sync_round_schedule``), and admin's interval form is bounded (``IntervalScheduleAdmin``).
+(``scheduler.live.config.sync_round_schedule``), and admin's interval form is bounded (``IntervalScheduleAdmin``).
 """
 
 from __future__ import annotations

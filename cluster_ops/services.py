@@ -52,7 +52,7 @@ def sync_periodic_tasks() -> None:
             PeriodicTask.objects.update_or_create(
                 name=name, defaults={"task": task, "interval": recover, "args": json.dumps([]),
                                      "expire_seconds": settings.RECOVER_SECONDS})
-    from scheduler.schedule import sync_round_schedule  # the scheduler app owns its round's schedule
+    from scheduler.live.config import sync_round_schedule  # the scheduler app owns its round's schedule
     from telemetry.schedule import sync_collect_schedule, sync_telemetry_schedule  # and telemetry its own
 
     from .reports.schedule import sync_report_schedule  # the daily and weekly reports

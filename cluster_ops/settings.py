@@ -420,7 +420,7 @@ STOP_GRACE_SECONDS = envint("STOP_GRACE_SECONDS", 30)  # SIGTERM, then SIGKILL a
 JOB_DIR = Path(envstr("JOB_DIR", str(VAR_DIR / "jobs")))
 PUBLIC_URL = envstr("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")  # where jobs send their reports
 
-# --- The cluster back-end (scheduler/executors, scheduler/slurm) -------------------------------
+# --- The cluster back-end (scheduler/backends, scheduler/backends/slurm) -------------------------------
 # simulated: the demo cluster of `make run`; slurm: the Slurm cluster below (SLURM_MODE schedule: the console
 # decides and Slurm runs the jobs; observe: Slurm decides, the console watches and changes nothing).
 CLUSTER_BACKEND = envstr("CLUSTER_BACKEND", "simulated").lower()

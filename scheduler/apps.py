@@ -1,4 +1,14 @@
+from importlib import import_module
+
 from django.apps import AppConfig
+
+# The modules that register a cluster back-end (``scheduler.backends.register_backend``), by dotted path.
+BACKEND_MODULES = (
+    "scheduler.backends.simulated.executor",
+    "scheduler.backends.local.executor",
+    "scheduler.backends.slurm.executor",
+    "scheduler.backends.slurm.observer",
+)
 
 
 class SchedulerConfig(AppConfig):
@@ -6,7 +16,7 @@ class SchedulerConfig(AppConfig):
     verbose_name = "Scheduler"
 
     def ready(self) -> None:
-        # Each cluster back-end registers itself where it is defined (``executors.register_backend``): imported
-        # here, once the models are ready, so that the seam itself imports no back-end.
-        from .executors import local, simulated  # noqa: F401
-        from .slurm import executor, observer  # noqa: F401
+        # Each cluster back-end registers itself where it is defined: imported here, once the models are ready, so
+        # that the registry itself imports no back-end.
+        for module in BACKEND_MODULES:
+            import_module(module)

@@ -10,7 +10,7 @@ from __future__ import annotations
 INT32_MAX = 2**31 - 1
 
 # GPUs a job may ask for, and on how many nodes a report says it ran: far above any cluster, far below overflow.
-# Whether a job fits *this* cluster is checked against the inventory (``services.check_fits_inventory``).
+# Whether a job fits *this* cluster is checked against the inventory (``inventory.check_fits_inventory``).
 MAX_GPUS = 65_536
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
 # A tenant's members may give their own jobs at most this priority unless an operator sets the tenant's own cap:

@@ -27,7 +27,7 @@ from scheduler.sim.traces import TraceJob, load_pollux_workload
 from scheduler.sim.workload import COMPLETION_PROGRESS, load_completion_progress
 from telemetry.schedule import sync_simulated_schedule
 
-from . import services
+from . import inventory, services
 from .models import DemoFeed, Job, Node, Tenant
 
 
@@ -103,7 +103,7 @@ def _trace_file(traces_dir: Path) -> Path | None:
 
 
 def _configure_demo_scheduler() -> None:
-    from .schedule import update_settings
+    from .live.config import update_settings
 
     update_settings(
         policy=DEMO_POLICY, round_seconds=settings.DEMO_ROUND_SECONDS, simulated_speedup=DEMO_SPEEDUP
@@ -168,16 +168,16 @@ def _seed_inventory() -> int:
     for gpu_type, count in NODE_TYPES:
         for number in range(count):
             hostname = f"{gpu_type.prefix}-{number:02d}"
-            services.register_node(hostname, [_gpu_spec(hostname, i, gpu_type) for i in range(GPUS_PER_NODE)])
+            inventory.register_node(hostname, [_gpu_spec(hostname, i, gpu_type) for i in range(GPUS_PER_NODE)])
             seeded.add(hostname)
     return len(seeded - existing)
 
 
-def _gpu_spec(hostname: str, index: int, gpu_type: GpuType) -> services.GpuSpec:
+def _gpu_spec(hostname: str, index: int, gpu_type: GpuType) -> inventory.GpuSpec:
     # Stable UUIDs so that re-seeding updates rather than duplicates.
     stable = uuid.uuid5(uuid.NAMESPACE_DNS, f"{hostname}.gpu{index}.cluster-ops.demo")
     limit = gpu_type.power_limit_w
-    return services.GpuSpec(index, f"GPU-{stable}", gpu_type.model, gpu_type.memory_mib, limit,
+    return inventory.GpuSpec(index, f"GPU-{stable}", gpu_type.model, gpu_type.memory_mib, limit,
                             power_min_w=gpu_type.power_min_w, power_max_w=limit, power_default_w=limit)
 
 

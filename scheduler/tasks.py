@@ -7,14 +7,17 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from . import agent, demo, forecast_requests, forecasts, runtime_models, start_requests, whatif
-from .executors.local import APPLY_TASK, POLL_TASK
+from scheduler.backends.local import agent
+from scheduler.backends.local.executor import APPLY_TASK, POLL_TASK
+
+from . import demo, forecast_requests, forecasts, runtime_models, start_requests, whatif
+from .live import config as live_config
 from .live import round as rounds
 
 RECOVER_TASK = "scheduler.recover_whatifs"
 
 
-@shared_task(name=rounds.ROUND_TASK, ignore_result=True)
+@shared_task(name=live_config.ROUND_TASK, ignore_result=True)
 def run_round() -> int | None:
     """One scheduling round (beat sends one every ``SchedulerSettings.round_seconds``); returns its id."""
     row = rounds.run_round()
@@ -57,7 +60,7 @@ def feed_demo() -> int:
     return demo.feed_demo(settings.TRACES_DIR, timezone.now())
 
 
-# --- node agents (scheduler/agent.py): workers consuming node.<hostname> -------------------
+# --- node agents (scheduler/backends/local/agent.py): workers consuming node.<hostname> -----------
 
 
 @shared_task(name=APPLY_TASK, acks_late=True, ignore_result=True)

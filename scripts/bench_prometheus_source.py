@@ -47,7 +47,7 @@ def main() -> None:
     from django.utils import timezone
 
     from cluster_ops.common.benchdb import throwaway_database
-    from scheduler import services
+    from scheduler import inventory
     from telemetry import prometheus
     from tests.dcgm_exporter import FixtureExporter, FixtureGpu, prometheus_config
 
@@ -65,8 +65,8 @@ def main() -> None:
         time.sleep(args.seconds + 2)
         with throwaway_database("bench_prometheus"):
             for exporter in exporters:
-                services.register_node(exporter.hostname, [
-                    services.GpuSpec(g.index, g.uuid, "NVIDIA A100-SXM4-80GB", 81920, 400) for g in exporter.gpus])
+                inventory.register_node(exporter.hostname, [
+                    inventory.GpuSpec(g.index, g.uuid, "NVIDIA A100-SXM4-80GB", 81920, 400) for g in exporter.gpus])
             report = {"gpus": nodes * 8, "series_per_gpu": len(prometheus.SERIES) - 1, "database": settings.DATABASES[
                 "default"]["ENGINE"].rsplit(".", 1)[-1]}
             for name in ("first_pass", "steady_pass"):

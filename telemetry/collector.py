@@ -6,7 +6,7 @@ whose agent has collected within ``AGENT_SILENCE_SECONDS``, and an agent collect
 ``worker_ready`` hook in ``telemetry/tasks.py``), which registers a new node and brings it into that fan-out.
 
 Each sample: the first (and after NVML saw a different set of devices) registers the node and its GPUs with their
-power constraints and MIG parents (``services.register_node``); then the readings and events are stored through
+power constraints and MIG parents (``inventory.register_node``); then the readings and events are stored through
 ``telemetry.storage``. Health follows what NVML says:
 
 * a GPU NVML reports lost, or that is in the inventory of this node but no longer found, is marked ``lost`` (the
@@ -31,10 +31,10 @@ from django.conf import settings
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from scheduler import services
+from scheduler import inventory
+from scheduler.backends.local.executor import RETRY_POLICY, node_queue
 from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.power import DATASHEET_TDP_W
-from scheduler.executors.local import RETRY_POLICY, node_queue
 from scheduler.models import Gpu, GpuHealth, Node
 
 from .models import GpuEvent
@@ -123,18 +123,18 @@ def _register(hostname: str, devices: tuple[Device, ...]) -> None:
     global _registered
     if devices == _registered:
         return
-    services.register_node(hostname, [gpu_spec(device) for device in devices])
+    inventory.register_node(hostname, [gpu_spec(device) for device in devices])
     _registered = devices
 
 
-def gpu_spec(device: Device) -> services.GpuSpec:
+def gpu_spec(device: Device) -> inventory.GpuSpec:
     """A discovered device as the inventory stores it.
 
     A GPU that reports no power limit gets its type's datasheet TDP, else 1 W, so that the row stays valid; its
     constraints stay empty, so power caps on it are refused.
     """
     limit = device.power_limit_w or device.power_default_w or DATASHEET_TDP_W.get(gpu_type_key(device.name), 1)
-    return services.GpuSpec(
+    return inventory.GpuSpec(
         index=device.index, uuid=device.uuid, model=device.name, memory_mib=max(device.memory_mib, 1),
         power_limit_w=max(round(limit), 1), power_min_w=_whole(device.power_min_w),
         power_max_w=_whole(device.power_max_w), power_default_w=_whole(device.power_default_w),
@@ -166,8 +166,8 @@ def update_health(
     gpus = list(Gpu.objects.filter(uuid__in=set(lost) | answered).exclude(health=GpuHealth.OK, uuid__in=answered))
     newly_lost = [gpu for gpu in gpus if gpu.uuid in lost and gpu.health != GpuHealth.LOST]
     back = [gpu for gpu in gpus if gpu.uuid in answered and gpu.health == GpuHealth.LOST and _lost_by_us(gpu)]
-    services.set_gpu_health(newly_lost, GpuHealth.LOST)
-    services.set_gpu_health(back, GpuHealth.DEGRADED)
+    inventory.set_gpu_health(newly_lost, GpuHealth.LOST)
+    inventory.set_gpu_health(back, GpuHealth.DEGRADED)
     events = [GpuEventReading(gpu.uuid, at, EventKind.LOST, f"GPU lost: {lost[gpu.uuid]}") for gpu in newly_lost]
     events += [GpuEventReading(gpu.uuid, at, EventKind.RECOVERED,
                                "GPU answers NVML again: marked degraded until an operator marks it ok")

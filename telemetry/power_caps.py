@@ -24,7 +24,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from scheduler.executors.local import RETRY_POLICY, node_queue
+from scheduler.backends.local.executor import RETRY_POLICY, node_queue
 from scheduler.models import Gpu, GpuHealth, Node
 from scheduler.services import Actor
 

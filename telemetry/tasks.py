@@ -11,7 +11,7 @@ from django.conf import settings
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from scheduler.executors.local import node_queue
+from scheduler.backends.local.executor import node_queue
 
 from . import collector, power_caps, prometheus, rollups, simulated, storage
 

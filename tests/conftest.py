@@ -10,7 +10,7 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
-from scheduler import services
+from scheduler import inventory, services
 from scheduler.models import Job, Node, Tenant
 
 from . import prerequisites
@@ -79,8 +79,8 @@ def other_tenant(db: None) -> Tenant:
 
 @pytest.fixture
 def node(db: None) -> Node:
-    specs = [services.GpuSpec(i, f"GPU-node1-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(4)]
-    return services.register_node("node1", specs)
+    specs = [inventory.GpuSpec(i, f"GPU-node1-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(4)]
+    return inventory.register_node("node1", specs)
 
 
 @pytest.fixture

@@ -44,11 +44,11 @@ from django.utils import timezone
 
 from cluster_ops.dashboards.fairness_data import finish_time_fairness
 from cluster_ops.dashboards.jobs_data import completion_times
+from scheduler.backends.slurm.accounting import sacct_comparison
 from scheduler.core.power import PowerModel
 from scheduler.live.config import scheduler_settings
 from scheduler.models import ExecutorKind, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, jain_index, percentile
-from scheduler.slurm.accounting import sacct_comparison
 from telemetry import ledger, queries
 from telemetry.rollups import HOURS
 

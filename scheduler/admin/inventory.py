@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from telemetry.admin_actions import CapPowerPermission, cap_power
 
-from .. import services
+from .. import inventory
 from ..live.config import scheduler_settings
 from ..models import (
     Gpu,
@@ -38,11 +38,11 @@ class NodeAdmin(CapPowerPermission, admin.ModelAdmin):
 
     @admin.action(description="Cordon selected nodes (no new allocations)", permissions=["change"])
     def cordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
-        self.message_user(request, f"{services.set_node_schedulable(list(queryset), False)} node(s) cordoned.")
+        self.message_user(request, f"{inventory.set_node_schedulable(list(queryset), False)} node(s) cordoned.")
 
     @admin.action(description="Uncordon selected nodes", permissions=["change"])
     def uncordon(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
-        self.message_user(request, f"{services.set_node_schedulable(list(queryset), True)} node(s) uncordoned.")
+        self.message_user(request, f"{inventory.set_node_schedulable(list(queryset), True)} node(s) uncordoned.")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
         return super().get_queryset(request).annotate(
@@ -85,7 +85,7 @@ class GpuAdmin(CapPowerPermission, admin.ModelAdmin):
         self._mark(request, queryset, GpuHealth.LOST)
 
     def _mark(self, request: HttpRequest, queryset: QuerySet[Gpu], health: str) -> None:
-        self.message_user(request, f"{services.set_gpu_health(list(queryset), health)} GPU(s) marked {health}.")
+        self.message_user(request, f"{inventory.set_gpu_health(list(queryset), health)} GPU(s) marked {health}.")
 
     @admin.display(description="health", ordering="health")
     def health_badge(self, gpu: Gpu) -> str:

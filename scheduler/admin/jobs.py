@@ -15,9 +15,10 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html_join
 
+from scheduler.backends import files
+
 from .. import bounds, services
 from ..core.fitted_profiles import FITTED_PROFILES
-from ..executors import files
 from ..forecasts import NOT_WITHIN, clock, describe, frees_text, latest_for, starts_in
 from ..models import (
     ACTIVE_STATES,

@@ -12,10 +12,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..core.config import policy_label, policy_names, policy_summary
-from ..live.config import EDITABLE, scheduler_settings, settings_errors
+from ..live.config import EDITABLE, scheduler_settings, settings_errors, update_settings
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
 from ..preview import Preview, preview_round
-from ..schedule import update_settings
 from .audit import AuditAdmin
 from .common import PreviewBeforeSaving
 

@@ -8,7 +8,7 @@ jobs: it brings progress and GPU time up to date and records the jobs that finis
 
 Executors are the cluster back-end seam: ``simulated`` (progress by the goodput model, for demos and what-ifs
 of the live cluster), ``local`` (real processes started by node agents), ``slurm`` (Slurm jobs on the decided
-nodes, ``scheduler/slurm``) and ``slurm-observer`` (Slurm schedules; the console mirrors what it does). Each
+nodes, ``scheduler/backends/slurm``) and ``slurm-observer`` (Slurm schedules; the console mirrors what it does). Each
 back-end registers itself by name (``register_backend``, called where it is defined); the scheduler app imports
 them when Django starts (``scheduler.apps``), so this seam imports none of them. A new back-end is a class with
 these verbs, its registration (with the check it makes of a new job), and its name among ``ExecutorKind``'s
@@ -27,7 +27,7 @@ from django.db.models import Count
 
 from scheduler.bulk import db_datetime, update_many, update_where
 from scheduler.core.types import ClusterSnapshot
-from scheduler.models import Allocation, Job, RescaleEvent, RescaleKind, SchedulerSettings
+from scheduler.models import Allocation, Job, JobReport, RescaleEvent, RescaleKind, SchedulerSettings
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,11 @@ class Executor(Protocol):
     @property
     def notes(self) -> list[str]:
         """What the round should record about the cluster (``SchedulingRound.note``), appended to as it goes."""
+        ...
+
+    @property
+    def measured_restarts(self) -> list[float]:
+        """Restart delays (s) seen while observing (``measure_restart``): the round prices them (``live.restarts``)."""
         ...
 
     def refresh_inventory(self, now: datetime) -> None:
@@ -116,6 +121,21 @@ def charge_gpu_time(job: Job, gpus: int, until: datetime) -> None:
     since = job.accounted_at or until
     job.attained_gpu_seconds += gpus * max((until - since).total_seconds(), 0.0)
     job.accounted_at = max(since, until)
+
+
+MAX_PLAUSIBLE_RESTART_SECONDS = 3600.0  # a job held for an hour (preempted, waiting) is not a restart delay
+
+
+def measure_restart(job_id: int, running_since: datetime) -> float | None:
+    """Seconds from the job's last rescale or restart decision until it trained again, if it can be told."""
+    decided = RescaleEvent.objects.filter(job_id=job_id, kind__in=[RescaleKind.RESCALE, RescaleKind.START]).order_by(
+        "-at").values_list("at", flat=True).first()
+    if decided is None or running_since < decided:
+        return None
+    first_report = JobReport.objects.filter(job_id=job_id, at__gte=running_since).order_by("at").values_list(
+        "at", flat=True).first()
+    seconds = ((first_report or running_since) - decided).total_seconds()
+    return seconds if 0 <= seconds <= MAX_PLAUSIBLE_RESTART_SECONDS else None
 
 
 SubmissionCheck = Callable[[Job], None]

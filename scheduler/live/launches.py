@@ -10,7 +10,8 @@ from collections.abc import Mapping
 
 from django.db.models import F
 
-from ..executors import GpuPlace, Launch
+from scheduler.backends import GpuPlace, Launch
+
 from ..models import Allocation, Job, Node
 from .snapshot import read_inventory
 

@@ -17,13 +17,15 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler.backends import ClusterUnavailable, Executor, get_executor
+
 from ..core.admission import start_waiting_jobs
 from ..core.config import SchedulingConfig, build_policy
 from ..core.cycle import CycleResult, run_cycle
-from ..executors import ClusterUnavailable, Executor, get_executor
 from ..forecast_requests import request_forecast
 from ..models import RoundStatus, SchedulerSettings, SchedulingRound
-from .config import live_settings, scheduling_config
+from . import restarts
+from .config import live_settings, scheduler_settings, scheduling_config
 from .launches import unlaunched
 from .lease import lease_holder, release_lease, take_lease
 from .memory import load_round_state
@@ -32,7 +34,6 @@ from .writer import Timings, apply_round
 
 logger = logging.getLogger(__name__)
 
-ROUND_TASK = "scheduler.run_round"
 ROUND_LEASE = "scheduling-round"
 
 
@@ -70,6 +71,9 @@ def _read_cluster(executor: Executor, now: datetime) -> tuple[LiveSnapshot, int]
     live = build_snapshot(now)
     before = {job.id for job in live.snap.jobs}
     observed = executor.observe(live.snap, now)
+    priced = restarts.record(executor.measured_restarts, scheduler_settings())
+    if priced is not None:
+        executor.notes.append(f"restart delay measured on this cluster: {priced:g} s (median of the last restarts)")
     finished = len(before - {job.id for job in observed.jobs})
     return LiveSnapshot(observed, live.gpu_pk, live.gpu_place, live.pending_reasons), finished
 

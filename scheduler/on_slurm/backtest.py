@@ -19,11 +19,11 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from .. import forecasts
-from ..live.round import run_round
-from ..models import ExecutorKind
-from ..schedule import update_settings
-from .client import SlurmClient
+from scheduler import forecasts
+from scheduler.backends.slurm.client import SlurmClient
+from scheduler.live.config import update_settings
+from scheduler.live.round import run_round
+from scheduler.models import ExecutorKind
 
 GPU_TYPES = ("a100", "v100")
 

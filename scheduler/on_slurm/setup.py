@@ -18,11 +18,11 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from .. import services
-from ..models import ExecutorKind, Job, Tenant
-from ..schedule import update_settings
-from .client import SlurmRefused, connect
-from .inventory import sync_inventory
+from scheduler import services
+from scheduler.backends.slurm.client import SlurmRefused, connect
+from scheduler.backends.slurm.inventory import sync_inventory
+from scheduler.live.config import update_settings
+from scheduler.models import ExecutorKind, Job, Tenant
 
 POLICY = "sia-profiled"  # two GPU types, elastic jobs: what Sia is for
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "elastic_train.py"

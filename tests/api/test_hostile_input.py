@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from rest_framework.test import APIClient
 
-from scheduler import services
+from scheduler import inventory as gpu_inventory
 from scheduler.models import Job, JobReport, Node
 
 from .conftest import new_job
@@ -19,8 +19,8 @@ from .test_report import report, running  # noqa: F401  (fixture)
 def inventory(db: None) -> Node:
     """128 A100s in 16 nodes of 8, as the demo's A100 half."""
     for n in range(16):
-        specs = [services.GpuSpec(i, f"GPU-h{n}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(8)]
-        node = services.register_node(f"hostile{n}", specs)
+        specs = [gpu_inventory.GpuSpec(i, f"GPU-h{n}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(8)]
+        node = gpu_inventory.register_node(f"hostile{n}", specs)
     return node
 
 

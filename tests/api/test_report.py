@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from scheduler import services
+from scheduler import inventory
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.live.snapshot import build_snapshot
 from scheduler.models import Allocation, Job, JobReport, JobState
@@ -24,8 +24,8 @@ def running(job: Job) -> Job:
 
 def hold_gpus(job: Job, nodes: int, per_node: int) -> None:
     for n in range(nodes):
-        specs = [services.GpuSpec(i, f"GPU-r{n}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(per_node)]
-        node = services.register_node(f"report-node{n}", specs)
+        specs = [inventory.GpuSpec(i, f"GPU-r{n}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(per_node)]
+        node = inventory.register_node(f"report-node{n}", specs)
         Allocation.objects.bulk_create(Allocation(job=job, gpu=gpu, started_at=timezone.now())
                                        for gpu in node.gpus.all())
 

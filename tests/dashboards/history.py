@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from scheduler import services
+from scheduler import inventory
 from scheduler.models import Allocation, Gpu, Job, JobState, RescaleEvent, RescaleKind, Tenant
 from telemetry.models import JobUsageHour
 from telemetry.rollups import HOURS, floor
@@ -34,8 +34,8 @@ class History:
 
 
 def gpus(host: str, model: str, watts: int) -> list[Gpu]:
-    specs = [services.GpuSpec(i, f"GPU-{host}-{i}", model, 81920, watts) for i in range(8)]
-    return list(services.register_node(host, specs).gpus.order_by("index"))
+    specs = [inventory.GpuSpec(i, f"GPU-{host}-{i}", model, 81920, watts) for i in range(8)]
+    return list(inventory.register_node(host, specs).gpus.order_by("index"))
 
 
 def seed_history(now: datetime, finished_per_tenant: int = 6) -> History:

@@ -7,17 +7,17 @@ from datetime import datetime, timedelta
 import pytest
 
 from cluster_ops.dashboards.overview_data import round_summary
-from scheduler import services
+from scheduler import inventory, services
 from scheduler.live import round as rounds
+from scheduler.live.config import update_settings
 from scheduler.models import Job, Tenant
-from scheduler.schedule import update_settings
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_last_rounds_decisions_name_the_gpu_type(tenant: Tenant, now: datetime) -> None:
     for host, model in (("a", "NVIDIA A100-SXM4-80GB"), ("v", "Tesla V100-SXM2-32GB")):
-        services.register_node(host, [services.GpuSpec(i, f"GPU-{host}-{i}", model, 81920, 300) for i in range(4)])
+        inventory.register_node(host, [inventory.GpuSpec(i, f"GPU-{host}-{i}", model, 81920, 300) for i in range(4)])
     update_settings(policy="fifo")
     services.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
                         min_gpus=2, max_gpus=2)
@@ -27,7 +27,7 @@ def test_the_last_rounds_decisions_name_the_gpu_type(tenant: Tenant, now: dateti
 
 
 def test_the_last_round_is_a_round_not_a_start_between_rounds(tenant: Tenant, now: datetime) -> None:
-    services.register_node("a", [services.GpuSpec(i, f"GPU-a-{i}", "NVIDIA A100-SXM4-80GB", 81920, 300)
+    inventory.register_node("a", [inventory.GpuSpec(i, f"GPU-a-{i}", "NVIDIA A100-SXM4-80GB", 81920, 300)
                                  for i in range(4)])
     update_settings(policy="fifo")
     services.submit_job(tenant=tenant, name="first", workload_profile="cifar10", total_work=1e9, min_gpus=2)

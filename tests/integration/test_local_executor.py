@@ -18,8 +18,8 @@ from celery import Celery
 from django.db import connection
 
 from cluster_ops.celery import app as default_app
-from scheduler import services
-from scheduler.executors import files
+from scheduler import inventory, services
+from scheduler.backends import files
 from scheduler.live import round as rounds
 from scheduler.live.config import scheduler_settings
 from scheduler.models import Allocation, Job, JobState, SchedulerSettings, Tenant
@@ -126,8 +126,8 @@ def round_with(job: Job, low: int, high: int) -> None:
 def test_an_elastic_job_runs_is_rescaled_twice_resumes_and_succeeds(
     agent_worker: Path, redis_is_current: Celery, tenant: Tenant
 ) -> None:
-    specs = [services.GpuSpec(i, f"GPU-{HOST}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(2)]
-    services.register_node(HOST, specs)
+    specs = [inventory.GpuSpec(i, f"GPU-{HOST}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(2)]
+    inventory.register_node(HOST, specs)
     scheduler_settings()
     SchedulerSettings.objects.filter(pk=1).update(executor="local", policy="fifo")
     job = services.submit_job(tenant=tenant, name="elastic", workload_profile="cifar10", total_work=STEPS * 64,

@@ -19,7 +19,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from cluster_ops.dashboards.overview_data import source_alerts
-from scheduler import services
+from scheduler import inventory
 from scheduler.models import Gpu, GpuHealth
 from telemetry import prometheus
 from telemetry.exporter import render
@@ -44,7 +44,7 @@ class Lab:
 @pytest.fixture
 def lab(tmp_path: Path, settings: Any, db: None) -> Iterator[Lab]:
     for host in ("gpu01", "gpu02"):
-        services.register_node(host, [services.GpuSpec(i, f"{'GPU-aaaa' if host == 'gpu01' else 'slurm-gpu02'}-{i}",
+        inventory.register_node(host, [inventory.GpuSpec(i, f"{'GPU-aaaa' if host == 'gpu01' else 'slurm-gpu02'}-{i}",
                                                        "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(2)])
     one = FixtureExporter("gpu01", [FixtureGpu(0, "GPU-aaaa-0", engine_active=0.5),
                                     FixtureGpu(1, "GPU-aaaa-1", engine_active=0.25, power_w=300.0)])

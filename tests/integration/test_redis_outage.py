@@ -29,9 +29,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from cluster_ops.api_tokens import issue_token
-from scheduler import services
+from scheduler import inventory, services
+from scheduler.live.config import sync_round_schedule, update_settings
 from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Job, RoundStatus, SchedulingRound, Tenant, WhatIfRun
-from scheduler.schedule import sync_round_schedule, update_settings
 
 from ..round_invariants import problems
 from .conftest import free_port, wait_until
@@ -110,7 +110,7 @@ def seed() -> str:
     admin.password = PBKDF2PasswordHasher().encode(PASSWORD, PBKDF2PasswordHasher().salt())
     admin.save()
     for host in ("a100-00", "a100-01"):
-        services.register_node(host, [services.GpuSpec(i, f"GPU-{host}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400)
+        inventory.register_node(host, [inventory.GpuSpec(i, f"GPU-{host}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400)
                                       for i in range(8)])
     tenant = Tenant.objects.create(name="vision", gpu_quota=16)
     for number in range(2):

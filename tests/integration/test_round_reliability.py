@@ -29,7 +29,8 @@ from django.utils import timezone
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, GpuSlot, JobInfo, NodeInfo
-from scheduler.live.round import ROUND_LEASE, ROUND_TASK
+from scheduler.live.config import ROUND_TASK
+from scheduler.live.round import ROUND_LEASE
 from scheduler.models import (
     FINISHED_STATES,
     Gpu,

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from scheduler import services, whatif
+from scheduler import inventory, services, whatif
+from scheduler.live.config import sync_round_schedule, update_settings
 from scheduler.models import RoundStatus, SchedulingRound, Tenant, WhatIfRun, WhatIfStatus
-from scheduler.schedule import sync_round_schedule, update_settings
 from scheduler.sim.runner import Scenario
 
 from .conftest import free_port, wait_until
@@ -42,7 +42,7 @@ def test_live_rounds_keep_their_interval_while_what_ifs_fill_the_background_work
     traces.mkdir()
     endless_trace(traces / "endless.csv")
     settings.TRACES_DIR = traces
-    services.register_node("a100-00", [services.GpuSpec(i, f"GPU-a-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400)
+    inventory.register_node("a100-00", [inventory.GpuSpec(i, f"GPU-a-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400)
                                        for i in range(8)])
     tenant = Tenant.objects.create(name="vision", gpu_quota=8)
     services.submit_job(tenant=tenant, name="live", workload_profile="bert", total_work=1e9, min_gpus=1, max_gpus=4)

@@ -15,6 +15,7 @@ from cluster_ops.models import ReportStatus
 from cluster_ops.reports import periods, render, services
 from cluster_ops.reports.charts import draw_charts
 from cluster_ops.reports.content import build_content
+from scheduler import inventory
 from scheduler import services as scheduler_services
 from scheduler.models import Job, JobState, Node, Tenant
 from telemetry.rollups import roll_up_hours, roll_up_minutes
@@ -140,7 +141,7 @@ def test_a_period_before_the_clusters_first_data_says_so_not_a_zero_length_span(
     from cluster_ops.reports.content import coverage_of
 
     first = at(0)  # the cluster's first data: an allocation today
-    scheduler_services.register_node("n9", [scheduler_services.GpuSpec(0, "GPU-n9-0", "NVIDIA A100-SXM4-80GB",
+    inventory.register_node("n9", [inventory.GpuSpec(0, "GPU-n9-0", "NVIDIA A100-SXM4-80GB",
                                                                        81920, 400)])
     job = scheduler_services.submit_job(tenant=tenant, name="j", workload_profile="cifar10", total_work=1.0,
                                         submitted_at=first)

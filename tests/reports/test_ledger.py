@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from cluster_ops.reports import periods
 from cluster_ops.reports.content import build_content
 from cluster_ops.reports.render import render_accounting, render_csv
-from scheduler import services
+from scheduler import inventory as gpu_inventory
 from scheduler.models import Allocation, Gpu, Job, JobState, Node, Tenant
 from telemetry import ledger
 from telemetry.models import GpuMinute, GpuSample, JobUsageMinute
@@ -39,8 +39,8 @@ def inventory() -> tuple[list[Gpu], list[Tenant], list[User]]:
     tenants = [Tenant.objects.create(name=name, gpu_quota=quota) for name, quota in TENANTS]
     owners = [User.objects.create(username=name) for name in OWNERS]
     for n in range(2):
-        services.register_node(f"n{n}", [services.GpuSpec(i, f"GPU-{n}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400)
-                                         for i in range(4)])
+        gpu_inventory.register_node(f"n{n}", [
+            gpu_inventory.GpuSpec(i, f"GPU-{n}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(4)])
     return list(Gpu.objects.order_by("node__hostname", "index")), tenants, owners
 
 

@@ -37,7 +37,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from cluster_ops.reports import periods
-from scheduler import services
+from scheduler import inventory
 from scheduler.models import (
     Allocation,
     Gpu,
@@ -77,7 +77,7 @@ class Week:
 
 def seed_week() -> Week:
     T = last_week_monday()
-    nodes = {name: services.register_node(name, [services.GpuSpec(i, f"GPU-{name}-{i}", "NVIDIA A100-SXM4-80GB",
+    nodes = {name: inventory.register_node(name, [inventory.GpuSpec(i, f"GPU-{name}-{i}", "NVIDIA A100-SXM4-80GB",
                                                                   81920, 400) for i in range(4)])
              for name in ("n1", "n2", "n3")}
     gpus = {name: list(node.gpus.order_by("index")) for name, node in nodes.items()}

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from scheduler import agent, services
-from scheduler.executors import GpuPlace, Launch, files
-from scheduler.executors.local import to_message
-from scheduler.executors.supervise import write_exit
+from scheduler import services
+from scheduler.backends import GpuPlace, Launch, files
+from scheduler.backends.local import agent
+from scheduler.backends.local.executor import to_message
+from scheduler.backends.local.supervise import write_exit
 from scheduler.models import Allocation, Gpu, Job, JobState, Node
 
 PY = sys.executable

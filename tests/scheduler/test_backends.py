@@ -1,4 +1,4 @@
-"""The back-end registry (scheduler/executors): every back-end the settings offer is registered, and a new job is
+"""The back-end registry (scheduler/backends): every back-end the settings offer is registered, and a new job is
 vetted by the check its cluster's back-end registered — no ``if executor == …`` in the job service."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from scheduler import services
-from scheduler.executors import BACKENDS, get_backend
+from scheduler.backends import BACKENDS, get_backend
 from scheduler.models import ExecutorKind, Job, Tenant
 
 

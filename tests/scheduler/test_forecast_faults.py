@@ -9,9 +9,9 @@ from datetime import timedelta
 import pytest
 
 from scheduler import forecasts, services
+from scheduler.live.config import update_settings
 from scheduler.live.lease import take_lease
 from scheduler.models import Forecast, Job, JobState, Tenant
-from scheduler.schedule import update_settings
 
 from .test_forecasts import NOW, at, estimates, rigid, run_on_all_gpus
 from .test_forecasts import cluster as forecast_cluster  # noqa: F401  (a fixture)

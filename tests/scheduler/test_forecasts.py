@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import Client
 
-from scheduler import forecast_requests, forecasts, runtime_models, services
-from scheduler.live.config import scheduler_settings
+from scheduler import forecast_requests, forecasts, inventory, runtime_models, services
+from scheduler.live.config import FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME, scheduler_settings, sync_round_schedule
 from scheduler.models import (
     Allocation,
     Forecast,
@@ -22,15 +22,14 @@ from scheduler.models import (
     SchedulingRound,
     Tenant,
 )
-from scheduler.schedule import FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME, sync_round_schedule
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # a multiple of every round interval below
 
 
 @pytest.fixture
 def cluster(db: None) -> Node:
-    specs = [services.GpuSpec(i, f"GPU-f-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(4)]
-    node = services.register_node("f1", specs)
+    specs = [inventory.GpuSpec(i, f"GPU-f-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(4)]
+    node = inventory.register_node("f1", specs)
     settings = scheduler_settings()
     settings.policy, settings.round_seconds, settings.restart_seconds = "fifo", 10, 0.0
     settings.save()

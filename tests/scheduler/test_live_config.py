@@ -13,9 +13,8 @@ from scheduler.core.config import build_policy
 from scheduler.core.policies.pollux import PolluxPolicy
 from scheduler.live import memory
 from scheduler.live import round as rounds
-from scheduler.live.config import scheduling_config
+from scheduler.live.config import scheduling_config, update_settings
 from scheduler.models import PolicyState, RoundMemory, SchedulingRound
-from scheduler.schedule import update_settings
 
 
 def test_the_live_policy_prices_the_restart_the_executor_charges(db: None) -> None:

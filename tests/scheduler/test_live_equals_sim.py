@@ -10,15 +10,14 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler import forecasts, services
+from scheduler import forecasts, inventory, services
+from scheduler.backends import get_executor
 from scheduler.core.config import build_policy, policy_names
-from scheduler.executors import get_executor
 from scheduler.live import round as rounds
-from scheduler.live.config import scheduler_settings, scheduling_config
+from scheduler.live.config import scheduler_settings, scheduling_config, update_settings
 from scheduler.live.snapshot import build_snapshot
 from scheduler.models import Allocation, Job, Tenant
 from scheduler.runtime_models import runtime_predictor
-from scheduler.schedule import update_settings
 from scheduler.sim.engine import simulate
 from scheduler.sim.start import Checkpoint
 
@@ -32,7 +31,7 @@ def mixed_cluster(db: None) -> None:
     """2 nodes × 4 A100 and 2 nodes × 4 V100."""
     for host, model in [("a1", "NVIDIA A100-SXM4-80GB"), ("a2", "NVIDIA A100-SXM4-80GB"),
                         ("v1", "Tesla V100-SXM2-32GB"), ("v2", "Tesla V100-SXM2-32GB")]:
-        services.register_node(host, [services.GpuSpec(i, f"GPU-{host}-{i}", model, 32768, 300) for i in range(4)])
+        inventory.register_node(host, [inventory.GpuSpec(i, f"GPU-{host}-{i}", model, 32768, 300) for i in range(4)])
 
 
 def queue(tenants: list[Tenant], start) -> None:

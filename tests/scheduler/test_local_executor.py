@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from scheduler import services
-from scheduler.executors import GpuPlace, Launch, files
-from scheduler.executors.local import APPLY_TASK, POLL_TASK, LocalExecutor, from_message, to_message
+from scheduler import inventory, services
+from scheduler.backends import GpuPlace, Launch, files
+from scheduler.backends.local.executor import APPLY_TASK, POLL_TASK, LocalExecutor, from_message, to_message
 from scheduler.live import round as rounds
 from scheduler.models import Allocation, Gpu, Job, JobState, Node
 
@@ -40,8 +40,8 @@ def app_with_broker_down() -> Iterator[Celery]:
 
 @pytest.fixture
 def node2(db: None) -> Node:
-    specs = [services.GpuSpec(i, f"GPU-node2-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(4)]
-    return services.register_node("node2", specs)
+    specs = [inventory.GpuSpec(i, f"GPU-node2-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(4)]
+    return inventory.register_node("node2", specs)
 
 
 def hold(job: Job, gpus: list[Gpu], since, ended=None) -> None:

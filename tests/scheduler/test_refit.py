@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from django.utils import timezone
 
-from scheduler import services
+from scheduler import inventory
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.models import Allocation, Job, JobReport
 from scheduler.refit import refit_job, rescale_to_measurements
@@ -53,8 +53,8 @@ def test_an_unknown_profile_is_not_refitted(job: Job) -> None:
 
 
 def test_the_gpu_type_comes_from_the_gpus_it_ran_on(job: Job) -> None:
-    specs = [services.GpuSpec(i, f"GPU-v-{i}", "Tesla V100-SXM2-32GB", 32768, 300) for i in range(2)]
-    node = services.register_node("v100-node", specs)
+    specs = [inventory.GpuSpec(i, f"GPU-v-{i}", "Tesla V100-SXM2-32GB", 32768, 300) for i in range(2)]
+    node = inventory.register_node("v100-node", specs)
     Allocation.objects.create(job=job, gpu=node.gpus.first(), started_at=timezone.now())
     add_reports(job, [(1, 32), (2, 64), (4, 128)])
     stored = refit_job(job)
@@ -65,8 +65,8 @@ def test_the_gpu_type_comes_from_the_gpus_it_ran_on(job: Job) -> None:
 
 def test_one_configuration_on_an_unmeasured_type_replaces_the_estimate(job: Job) -> None:
     # cifar10 was never measured on H100: its model there is an estimate, which one report already beats.
-    specs = [services.GpuSpec(i, f"GPU-h-{i}", "NVIDIA H100 80GB HBM3", 81920, 700) for i in range(2)]
-    node = services.register_node("h100-node", specs)
+    specs = [inventory.GpuSpec(i, f"GPU-h-{i}", "NVIDIA H100 80GB HBM3", 81920, 700) for i in range(2)]
+    node = inventory.register_node("h100-node", specs)
     Allocation.objects.create(job=job, gpu=node.gpus.first(), started_at=timezone.now())
     add_reports(job, [(1, 256), (1, 256)])
     stored = refit_job(job)

@@ -8,12 +8,13 @@ import pytest
 from django.db.models import Count
 from django_celery_beat.models import PeriodicTask
 
-from scheduler import services
+from scheduler import inventory, services
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.policy import Capabilities
 from scheduler.core.speed import job_speed
 from scheduler.core.types import PolicyResult
 from scheduler.live import round as rounds
+from scheduler.live.config import ROUND_SCHEDULE_NAME, sync_round_schedule, update_settings
 from scheduler.models import (
     Allocation,
     Job,
@@ -28,15 +29,14 @@ from scheduler.models import (
     Tenant,
 )
 from scheduler.refit import model_as_json
-from scheduler.schedule import ROUND_SCHEDULE_NAME, sync_round_schedule, update_settings
 
 
 @pytest.fixture
 def cluster(db: None) -> list[Node]:
     """Two nodes × 4 A100."""
     return [
-        services.register_node(host, [
-            services.GpuSpec(i, f"GPU-{host}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(4)
+        inventory.register_node(host, [
+            inventory.GpuSpec(i, f"GPU-{host}-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400) for i in range(4)
         ])
         for host in ("a", "b")
     ]
@@ -129,7 +129,7 @@ def test_progress_follows_the_goodput_model(cluster, tenant, now) -> None:
 def test_a_lost_launch_is_resent_by_the_next_round(cluster, tenant, now, monkeypatch) -> None:
     update_settings(policy="fifo")
     job = submit(tenant, "j", 2)
-    from scheduler.executors.simulated import SimulatedExecutor
+    from scheduler.backends.simulated.executor import SimulatedExecutor
 
     def crash(self, launches, at):  # the worker dies between the commit and telling the executor
         raise SystemExit("killed")
@@ -221,10 +221,10 @@ def test_every_round_leaves_each_gpu_with_at_most_one_open_allocation(cluster, t
 def test_mig_split_gpus_and_their_instances_are_never_given_to_jobs(tenant, now) -> None:
     """Node m: GPU 0 whole, GPU 1 split into two MIG instances. Only GPU 0 is offered, so a 2-GPU job waits
     while a 1-GPU job gets GPU 0."""
-    parent = services.GpuSpec(1, "GPU-m-1", "NVIDIA A100-SXM4-80GB", 81920, 400)
-    instances = [services.GpuSpec(2000 + slot, f"MIG-m-1-{slot}", "NVIDIA A100-SXM4-80GB MIG 1g.10gb", 9728, 400,
+    parent = inventory.GpuSpec(1, "GPU-m-1", "NVIDIA A100-SXM4-80GB", 81920, 400)
+    instances = [inventory.GpuSpec(2000 + slot, f"MIG-m-1-{slot}", "NVIDIA A100-SXM4-80GB MIG 1g.10gb", 9728, 400,
                                   mig_parent_uuid=parent.uuid) for slot in range(2)]
-    services.register_node("m", [services.GpuSpec(0, "GPU-m-0", "NVIDIA A100-SXM4-80GB", 81920, 400), parent,
+    inventory.register_node("m", [inventory.GpuSpec(0, "GPU-m-0", "NVIDIA A100-SXM4-80GB", 81920, 400), parent,
                                  *instances])
     update_settings(policy="fifo")
     wide = submit(tenant, "wide", 2, at=now - timedelta(minutes=2))
@@ -249,7 +249,7 @@ def test_a_move_between_gpu_types_is_recorded_with_both_types_and_shown_so(tenan
     from cluster_ops.dashboards.overview_data import round_summary
 
     for host, model in (("v", "Tesla V100-SXM2-32GB"), ("a", "NVIDIA A100-SXM4-80GB")):
-        services.register_node(host, [services.GpuSpec(i, f"GPU-{host}-{i}", model, 32768, 300) for i in range(4)])
+        inventory.register_node(host, [inventory.GpuSpec(i, f"GPU-{host}-{i}", model, 32768, 300) for i in range(4)])
     job = services.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
                               min_gpus=1, max_gpus=4)
 

@@ -9,12 +9,12 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from scheduler import services
+from scheduler import inventory, services
 from scheduler.core.config import get_policy
 from scheduler.core.cycle import Action, CycleResult, run_cycle
 from scheduler.live import round as rounds
 from scheduler.live import writer
-from scheduler.live.config import scheduler_settings
+from scheduler.live.config import scheduler_settings, update_settings
 from scheduler.models import (
     Allocation,
     Gpu,
@@ -28,7 +28,6 @@ from scheduler.models import (
     SchedulingRound,
     Tenant,
 )
-from scheduler.schedule import update_settings
 
 from ..round_invariants import problems, unlaunched_jobs
 
@@ -39,7 +38,7 @@ LEASE = rounds.ROUND_LEASE
 def cluster(db: None) -> list[Node]:
     """Nodes a and b with 4 A100 each, node v with 4 V100."""
     models = {"a": "NVIDIA A100-SXM4-80GB", "b": "NVIDIA A100-SXM4-80GB", "v": "Tesla V100-SXM2-32GB"}
-    return [services.register_node(host, [services.GpuSpec(i, f"GPU-{host}-{i}", model, 32768, 300)
+    return [inventory.register_node(host, [inventory.GpuSpec(i, f"GPU-{host}-{i}", model, 32768, 300)
                                           for i in range(4)]) for host, model in models.items()]
 
 
@@ -205,7 +204,7 @@ def test_a_lost_gpus_job_moves_to_healthy_gpus_and_one_that_no_longer_fits_is_pr
     before = held(mover)
     assert len(before) == 2 and len(held(stuck)) == 4
     lost = sorted(before)[0], sorted(held(stuck))[0]
-    assert services.set_gpu_health(list(Gpu.objects.filter(uuid__in=lost)), GpuHealth.LOST) == 2
+    assert inventory.set_gpu_health(list(Gpu.objects.filter(uuid__in=lost)), GpuHealth.LOST) == 2
 
     later = now + timedelta(minutes=1)
     row = rounds.run_round(now=later)
@@ -234,13 +233,13 @@ def test_a_preempted_job_comes_back_when_its_gpu_does(cluster, tenant, now) -> N
     job = submit(tenant, "v", 4, now, gpu_type="v100")
     rounds.run_round(now=now)
     gpu = Gpu.objects.get(uuid=sorted(held(job))[0])
-    services.set_gpu_health([gpu], GpuHealth.LOST)
+    inventory.set_gpu_health([gpu], GpuHealth.LOST)
     rounds.run_round(now=now + timedelta(minutes=1))
     assert state(job) == JobState.PREEMPTED
     rounds.run_round(now=now + timedelta(minutes=2))
     assert state(job) == JobState.PREEMPTED  # still lost: it waits, and says why
     assert "3 usable" in Job.objects.get(pk=job.pk).pending_reason
-    services.set_gpu_health([gpu], GpuHealth.OK)
+    inventory.set_gpu_health([gpu], GpuHealth.OK)
     rounds.run_round(now=now + timedelta(minutes=3))
     assert state(job) == JobState.RUNNING and len(held(job)) == 4
     assert problems() == []

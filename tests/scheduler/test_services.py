@@ -3,7 +3,7 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from scheduler import services
+from scheduler import inventory, services
 from scheduler.models import Allocation, Gpu, Job, JobState, Node, RescaleEvent, RescaleKind, Tenant
 
 
@@ -97,39 +97,39 @@ def test_priority_change_is_audited(job: Job) -> None:
     assert "priority 0 → 5" in RescaleEvent.objects.get(job=job).reason
 
 
-def gpu(index: int, uuid: str) -> services.GpuSpec:
-    return services.GpuSpec(index, uuid, "Tesla V100-SXM2-32GB", 32768, 300)
+def gpu(index: int, uuid: str) -> inventory.GpuSpec:
+    return inventory.GpuSpec(index, uuid, "Tesla V100-SXM2-32GB", 32768, 300)
 
 
 def test_a_gpu_index_twice_on_one_node_is_refused_and_nothing_written(db: None) -> None:
     with pytest.raises(ValidationError) as error:
-        services.register_node("n1", [gpu(0, "GPU-a"), gpu(0, "GPU-b")])
+        inventory.register_node("n1", [gpu(0, "GPU-a"), gpu(0, "GPU-b")])
     assert error.value.message_dict == {"index": ["GPU index given more than once: 0."]}
     assert not Node.objects.exists() and not Gpu.objects.exists()
 
 
 def test_a_conflict_with_a_stored_gpu_rolls_back_the_whole_node(db: None) -> None:
-    services.register_node("n1", [gpu(0, "GPU-a")])
+    inventory.register_node("n1", [gpu(0, "GPU-a")])
     with pytest.raises(ValidationError, match="already has a GPU with this index"):
-        services.register_node("n1", [gpu(1, "GPU-b"), gpu(0, "GPU-c")])
+        inventory.register_node("n1", [gpu(1, "GPU-b"), gpu(0, "GPU-c")])
     assert list(Gpu.objects.values_list("uuid", flat=True)) == ["GPU-a"]
 
 
 def test_register_node_is_idempotent_and_matches_by_uuid(db: None) -> None:
-    services.register_node("n1", [gpu(0, "GPU-a"), gpu(1, "GPU-b")])
-    services.register_node("n1", [gpu(0, "GPU-a"), gpu(1, "GPU-b")])
+    inventory.register_node("n1", [gpu(0, "GPU-a"), gpu(1, "GPU-b")])
+    inventory.register_node("n1", [gpu(0, "GPU-a"), gpu(1, "GPU-b")])
     assert Node.objects.count() == 1 and Gpu.objects.count() == 2
 
 
 def test_register_node_rejects_a_bad_hostname(db: None) -> None:
     with pytest.raises(ValidationError) as error:
-        services.register_node("", [gpu(0, "GPU-a")])
+        inventory.register_node("", [gpu(0, "GPU-a")])
     assert "hostname" in error.value.message_dict
 
 
 def test_gpu_health_is_validated_and_only_changes_are_counted(node: Node) -> None:
     gpus = list(node.gpus.all())
     with pytest.raises(ValidationError, match="Unknown GPU health 'melted'"):
-        services.set_gpu_health(gpus, "melted")
-    assert services.set_gpu_health(gpus[:2], "degraded") == 2
-    assert services.set_gpu_health(gpus, "degraded") == 2
+        inventory.set_gpu_health(gpus, "melted")
+    assert inventory.set_gpu_health(gpus[:2], "degraded") == 2
+    assert inventory.set_gpu_health(gpus, "degraded") == 2

@@ -15,11 +15,17 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from cluster_ops.beat import GuardedDatabaseScheduler
 from cluster_ops.celery import app as celery_app
-from scheduler import services
+from scheduler import inventory, services
 from scheduler.live import round as rounds
-from scheduler.live.config import live_settings, scheduler_settings, scheduling_config
+from scheduler.live.config import (
+    ROUND_SCHEDULE_NAME,
+    live_settings,
+    scheduler_settings,
+    scheduling_config,
+    sync_round_schedule,
+    update_settings,
+)
 from scheduler.models import Job, JobState, Node, RoundStatus, SchedulerSettings, Tenant
-from scheduler.schedule import ROUND_SCHEDULE_NAME, sync_round_schedule, update_settings
 from telemetry.exporter import render
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +73,7 @@ def test_the_environment_cannot_seed_a_round_interval_beat_cannot_run(monkeypatc
 
 @pytest.fixture
 def busy_cluster(tenant: Tenant, now: datetime) -> Job:
-    services.register_node("n1", [services.GpuSpec(i, f"GPU-n1-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400)
+    inventory.register_node("n1", [inventory.GpuSpec(i, f"GPU-n1-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400)
                                   for i in range(4)])
     return services.submit_job(tenant=tenant, name="j", workload_profile="cifar10", total_work=1e6, max_gpus=2,
                                submitted_at=now)

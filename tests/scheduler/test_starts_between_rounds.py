@@ -12,9 +12,9 @@ from django.core.cache import cache
 from scheduler import services, start_requests, tasks
 from scheduler.core.admission import BETWEEN_ROUNDS
 from scheduler.live import round as rounds
+from scheduler.live.config import update_settings
 from scheduler.live.lease import release_lease, take_lease
 from scheduler.models import JobState, PolicyState, RescaleEvent, RescaleKind, RoundMemory, SchedulingRound
-from scheduler.schedule import update_settings
 
 from .test_rounds import cluster, open_gpus, submit  # noqa: F401  (cluster: a fixture)
 

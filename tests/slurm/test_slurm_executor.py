@@ -10,7 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from scheduler import services
-from scheduler.executors.files import job_dir
+from scheduler.backends.files import job_dir
+from scheduler.backends.slurm.executor import REQUEUE_WAIT_SECONDS
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
 from scheduler.models import (
@@ -24,7 +25,6 @@ from scheduler.models import (
     RoundMemory,
     RoundStatus,
 )
-from scheduler.slurm.executor import REQUEUE_WAIT_SECONDS
 from tests.api.conftest import token_client
 
 from .conftest import RunningLab, training_command, wait_for

@@ -17,11 +17,11 @@ from django.utils import timezone
 from cluster_ops.reports.content import build_content
 from cluster_ops.reports.periods import Period
 from scheduler import services
+from scheduler.backends.slurm.accounting import reconcile
+from scheduler.backends.slurm.client import JobSpec, RestTransport, SlurmRefused, SlurmUnavailable, connect
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
 from scheduler.models import Allocation, ExecutorKind, Job, JobState, Tenant
-from scheduler.slurm.accounting import reconcile
-from scheduler.slurm.client import JobSpec, RestTransport, SlurmRefused, SlurmUnavailable, connect
 from tests.api.conftest import token_client
 
 from .conftest import RunningLab, training_command, wait_for
@@ -95,7 +95,7 @@ def test_gpu_hours_agree_with_sacct_after_a_start_a_resize_and_a_finish(slurm: R
 
 
 def _log(job: Job) -> str:
-    from scheduler.executors.files import job_dir
+    from scheduler.backends.files import job_dir
 
     path = job_dir(job.pk) / "logs" / "slurm.log"
     return path.read_text() if path.exists() else ""

@@ -7,10 +7,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from scheduler.backends import measure_restart
+from scheduler.backends.slurm.client import expand_hostlist, parse_gres
+from scheduler.live import restarts
 from scheduler.live.config import scheduler_settings
 from scheduler.models import Job, RescaleEvent, RescaleKind, RoundMemory, SettingsChange
-from scheduler.slurm import restarts
-from scheduler.slurm.client import expand_hostlist, parse_gres
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -30,9 +31,9 @@ def test_the_measured_restart_delay_becomes_the_priced_one_once_three_are_known(
     row = scheduler_settings()
     decided = timezone.now() - timedelta(seconds=40)
     RescaleEvent.objects.create(job=job, at=decided, kind=RescaleKind.RESCALE, from_gpus=2, to_gpus=4, reason="r")
-    delay = restarts.measure(job.pk, decided + timedelta(seconds=12))
+    delay = measure_restart(job.pk, decided + timedelta(seconds=12))
     assert delay == pytest.approx(12.0)
-    assert restarts.measure(job.pk, decided - timedelta(seconds=1)) is None  # started before the decision
+    assert measure_restart(job.pk, decided - timedelta(seconds=1)) is None  # started before the decision
 
     assert restarts.record([12.0, 14.0], row) is None  # two are not enough
     priced = restarts.record([13.0], row)
@@ -46,7 +47,7 @@ def test_the_measured_restart_delay_becomes_the_priced_one_once_three_are_known(
 
 
 def test_a_host_list_that_names_too_many_hosts_is_refused_not_expanded() -> None:
-    from scheduler.slurm.client import SlurmRefused
+    from scheduler.backends.slurm.client import SlurmRefused
 
     with pytest.raises(SlurmRefused, match="too many hosts"):
         expand_hostlist("gpu[0-99999999999]")
@@ -55,7 +56,7 @@ def test_a_host_list_that_names_too_many_hosts_is_refused_not_expanded() -> None
 
 
 def test_a_job_record_of_another_shape_is_refused_by_name_not_a_crash() -> None:
-    from scheduler.slurm.client import RestV0038, SlurmRefused
+    from scheduler.backends.slurm.client import RestV0038, SlurmRefused
 
     class Transport:
         def call(self, method: str, path: str) -> dict[str, object]:

@@ -13,7 +13,7 @@ from django_celery_beat.models import PeriodicTask
 
 from cluster_ops.celery import app
 from cluster_ops.services import sync_periodic_tasks
-from scheduler import services
+from scheduler import inventory
 from scheduler.models import Gpu, GpuHealth, Node
 from telemetry import collector, tasks
 from telemetry.models import GpuEvent, GpuSample
@@ -85,7 +85,7 @@ def test_a_lost_gpu_that_answers_again_is_degraded_with_a_recovered_event(nvml: 
 
 def test_a_gpu_an_operator_marked_lost_stays_lost(nvml: FakeNvml) -> None:
     collector.collect(HOST)
-    services.set_gpu_health([Gpu.objects.get(uuid="GPU-h0")], GpuHealth.LOST)
+    inventory.set_gpu_health([Gpu.objects.get(uuid="GPU-h0")], GpuHealth.LOST)
     collector.collect(HOST)
     assert health("GPU-h0") == GpuHealth.LOST and not events("GPU-h0")
 
@@ -115,7 +115,7 @@ def test_the_task_refuses_a_message_for_another_node(nvml: FakeNvml) -> None:
 
 def test_beat_fan_out_reaches_only_nodes_whose_agent_collects(nvml: FakeNvml, node: Node) -> None:
     collector.collect(HOST)  # HOST's agent has collected; ``node`` (node1) never had an agent
-    services.register_node("stale", [])
+    inventory.register_node("stale", [])
     Node.objects.filter(hostname="stale").update(last_seen_at=timezone.now() - timedelta(hours=2))
     sent_to(f"node.{HOST}")  # drain
     assert collector.send_collects(app, timezone.now()) == [HOST]

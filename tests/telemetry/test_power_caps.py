@@ -13,7 +13,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from cluster_ops.api_tokens import issue_token
-from scheduler import services
+from scheduler import inventory
 from scheduler.models import Gpu, GpuHealth, Node
 from telemetry import tasks
 from telemetry.models import GpuEvent, PowerCap
@@ -31,10 +31,10 @@ pytestmark = pytest.mark.django_db
 def capped_node(db: None) -> Node:
     """``HOST`` with two A100s that accept 100–400 W, and one GPU that reports no power constraints."""
     spec = {"model": "NVIDIA A100-SXM4-80GB", "memory_mib": 81920, "power_limit_w": 400}
-    return services.register_node(HOST, [
-        services.GpuSpec(0, "GPU-h0", **spec, power_min_w=100, power_max_w=400, power_default_w=400),
-        services.GpuSpec(1, "GPU-h1", **spec, power_min_w=100, power_max_w=400, power_default_w=400),
-        services.GpuSpec(2, "GPU-h2", **spec),
+    return inventory.register_node(HOST, [
+        inventory.GpuSpec(0, "GPU-h0", **spec, power_min_w=100, power_max_w=400, power_default_w=400),
+        inventory.GpuSpec(1, "GPU-h1", **spec, power_min_w=100, power_max_w=400, power_default_w=400),
+        inventory.GpuSpec(2, "GPU-h2", **spec),
     ])
 
 
@@ -66,7 +66,7 @@ def test_unknown_constraints_mean_not_supported(capped_node: Node) -> None:
 def test_a_node_cap_covers_its_physical_gpus_that_are_not_lost(capped_node: Node, operator: User,
                                                                django_capture_on_commit_callbacks: Any) -> None:
     Gpu.objects.filter(uuid="GPU-h2").delete()
-    services.set_gpu_health([gpu("GPU-h1")], GpuHealth.LOST)
+    inventory.set_gpu_health([gpu("GPU-h1")], GpuHealth.LOST)
     sent_to(f"node.{HOST}")
     with django_capture_on_commit_callbacks(execute=True):
         caps = request_power_cap(capped_node, 250, actor=operator)

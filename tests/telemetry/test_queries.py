@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from scheduler import services
+from scheduler import inventory, services
 from scheduler.models import Gpu, Job, Node, Tenant
 from telemetry import bench, ledger, queries, storage, tasks
 from telemetry.models import GpuHour, GpuMinute, JobUsageHour
@@ -25,7 +25,7 @@ HOUR = timedelta(hours=1)
 
 @pytest.fixture
 def second_node(db: None) -> Node:
-    return services.register_node("node2", [services.GpuSpec(0, "GPU-node2-0", "NVIDIA A100-SXM4-80GB", 81920, 400)])
+    return inventory.register_node("node2", [inventory.GpuSpec(0, "GPU-node2-0", "NVIDIA A100-SXM4-80GB", 81920, 400)])
 
 
 def gpu(uuid: str) -> Gpu:

@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
-from scheduler import services
+from scheduler import inventory
 from scheduler.core.power import DEFAULT_SPECS
 from scheduler.demo import seed_demo
 from scheduler.models import Allocation, Gpu, GpuHealth, Job, Node
@@ -84,7 +84,7 @@ def test_collect_simulated_follows_allocations_and_skips_lost_gpus(node: Node, j
     gpus = list(node.gpus.order_by("index"))
     start = timezone.now()
     Allocation.objects.create(job=job, gpu=gpus[0], started_at=start - timedelta(minutes=5))
-    services.set_gpu_health([gpus[3]], GpuHealth.LOST)
+    inventory.set_gpu_health([gpus[3]], GpuHealth.LOST)
     assert collect_simulated(start) == 3
     assert collect_simulated(start + timedelta(seconds=10)) == 3
     samples = GpuSample.objects.order_by("at")

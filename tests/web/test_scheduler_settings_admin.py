@@ -8,9 +8,8 @@ from django.utils.html import escape
 from django_celery_beat.models import PeriodicTask
 
 from scheduler.core.config import policy_summary
-from scheduler.live.config import scheduler_settings
+from scheduler.live.config import ROUND_SCHEDULE_NAME, scheduler_settings
 from scheduler.models import SchedulerSettings, SettingsChange
-from scheduler.schedule import ROUND_SCHEDULE_NAME
 
 
 def form(**overrides: object) -> dict[str, object]:
@@ -114,8 +113,8 @@ def test_the_preview_needs_the_change_permission(client: Client, db: None) -> No
 
 def test_admin_saves_through_the_settings_service_and_its_checks(operator_client: Client, monkeypatch) -> None:
     """Admin, API and beat change settings through ``schedule.update_settings``: the same validation and audit."""
-    from scheduler import schedule
     from scheduler.admin import scheduling
+    from scheduler.live import config as schedule
 
     calls = []
     monkeypatch.setattr(scheduling, "update_settings", lambda *a, **kw: calls.append(kw) or schedule.update_settings(

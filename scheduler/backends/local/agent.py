@@ -7,7 +7,7 @@ manual, Cluster back-ends). Its two tasks, thin wrappers in ``scheduler/tasks.py
   Idempotent by (job, generation): a generation not above the one this node already runs,
   or below the job's generation in the database (stale), is ignored. Otherwise the job's
   ranks here are stopped (SIGTERM, ``STOP_GRACE_SECONDS``, SIGKILL) and one process per
-  local GPU is started under ``executors/supervise.py``, which writes its exit code to a file.
+  local GPU is started under ``supervise.py`` (beside it), which writes its exit code to a file.
 - ``poll()`` reads those exit files and records what they mean in the database: every rank
   of the job's current generation exited 0 → succeeded; one exited non-zero or vanished →
   failed, with the tail of its log as the error. A rank stopped for a rescale or a
@@ -40,12 +40,12 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .executors import GpuPlace, Launch, charge_gpu_time, files, finish_jobs
-from .executors.local import from_message
-from .executors.supervise import write_exit
-from .models import ACTIVE_STATES, FINISHED_STATES, Allocation, Job, JobState
+from scheduler.backends import GpuPlace, Launch, charge_gpu_time, files, finish_jobs
+from scheduler.backends.local.executor import from_message
+from scheduler.backends.local.supervise import write_exit
+from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Allocation, Job, JobState
 
-SUPERVISOR = Path(__file__).resolve().parent / "executors" / "supervise.py"
+SUPERVISOR = Path(__file__).resolve().parent / "supervise.py"
 # Not handed to jobs: the product's own secrets, which a worker's environment holds.
 PRIVATE_VARIABLES = ("SECRET_KEY", "DATABASE_URL", "REDIS_URL", "ADMIN_PASSWORD")
 _children: dict[int, subprocess.Popen[bytes]] = {}  # supervisors this process started, to reap them

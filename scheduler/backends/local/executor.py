@@ -5,7 +5,7 @@
 the job ever ran on, so that ranks on a node it left are stopped (an agent with nothing of
 the job there does nothing). A launch is acknowledged once its tasks are with the broker;
 with the broker unreachable it is not, and the next round resends it — agents ignore a
-generation they already run (``scheduler/agent.py``).
+generation they already run (``scheduler/backends/local/agent.py``).
 
 ``observe`` counts GPU time (GPUs × seconds since ``accounted_at``), asks every node with
 an active job to check its ranks (``scheduler.node_poll``, fire-and-forget: the agent
@@ -26,10 +26,9 @@ from celery import Celery, current_app
 from django.db import transaction
 from kombu.exceptions import OperationalError
 
+from scheduler.backends import GpuPlace, Launch, acknowledge, charge_gpu_time, register_backend
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import ACTIVE_STATES, Allocation, Job
-
-from . import GpuPlace, Launch, acknowledge, charge_gpu_time, register_backend
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +60,7 @@ class LocalExecutor:
     name: ClassVar[str] = "local"
     decides: ClassVar[bool] = True
     notes: list[str] = field(default_factory=list)
+    measured_restarts: list[float] = field(default_factory=list)  # none measured here
 
     def refresh_inventory(self, now: datetime) -> None:
         """Nothing to read: node agents register their own GPUs."""

@@ -1,6 +1,6 @@
 """Run one rank of a job so that its exit code outlives the agent that started it.
 
-    python scheduler/executors/supervise.py --log LOG --exit-file EXIT --cwd DIR -- COMMAND...
+    python scheduler/backends/local/supervise.py --log LOG --exit-file EXIT --cwd DIR -- COMMAND...
 
 The node agent starts this in a new session, so a restarting Celery worker neither
 signals nor waits for it. It runs COMMAND in DIR with stdout and stderr appended to LOG,
@@ -10,7 +10,7 @@ could not be started) and the Unix time. The write is atomic (temp file, then re
 reader sees the whole file or none.
 
 Standard library only, and run by its path rather than with ``-m``: importing the
-``scheduler.executors`` package would need Django.
+``scheduler.backends`` package would need Django.
 """
 
 from __future__ import annotations

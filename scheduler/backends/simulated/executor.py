@@ -17,13 +17,12 @@ from typing import ClassVar
 
 from django.db import transaction
 
+from scheduler.backends import Launch, acknowledge, finish_jobs, register_backend
 from scheduler.bulk import db_datetime, update_many, update_where
 from scheduler.core.config import DEFAULT_RESTART_SECONDS
 from scheduler.core.speed import job_speed
 from scheduler.core.types import ClusterSnapshot, JobInfo
 from scheduler.models import ACTIVE_STATES, Job, JobState
-
-from . import Launch, acknowledge, finish_jobs, register_backend
 
 
 @dataclass(frozen=True)
@@ -33,6 +32,7 @@ class SimulatedExecutor:
     name: ClassVar[str] = "simulated"
     decides: ClassVar[bool] = True
     notes: list[str] = field(default_factory=list)
+    measured_restarts: list[float] = field(default_factory=list)  # none measured here
 
     def refresh_inventory(self, now: datetime) -> None:
         """Nothing to read: the demo's inventory is seeded."""

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..models import Job
-from .client import AccountedRun, SlurmClient, SlurmError, comment_job_id, connect, job_comment
+from scheduler.backends.slurm.client import AccountedRun, SlurmClient, SlurmError, comment_job_id, connect, job_comment
+from scheduler.models import Job
 
 
 @dataclass(frozen=True)

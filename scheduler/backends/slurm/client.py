@@ -30,7 +30,7 @@ from django.conf import settings
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
-from ..executors import ClusterUnavailable
+from scheduler.backends import ClusterUnavailable
 
 # Slurm jobs the console submitted carry "cluster-ops:<job id>:<tag>" as comment (``job_comment``).
 COMMENT_PREFIX = "cluster-ops:"

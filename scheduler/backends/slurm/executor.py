@@ -37,15 +37,29 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 
-from ..bulk import update_many
-from ..core.types import ClusterSnapshot
-from ..executors import Launch, acknowledge, charge_gpu_time, finish_jobs, register_backend
-from ..executors.files import SLURM_LOG, checkpoint_dir, job_dir
-from ..live.config import scheduler_settings
-from ..models import ACTIVE_STATES, FINISHED_STATES, Allocation, Gpu, Job, JobState
-from . import restarts, submission
-from .client import JobSpec, SlurmClient, SlurmJob, SlurmRefused, SlurmUnavailable, connect, job_comment
-from .inventory import sync_inventory
+from scheduler.backends import (
+    Launch,
+    acknowledge,
+    charge_gpu_time,
+    finish_jobs,
+    measure_restart,
+    register_backend,
+)
+from scheduler.backends.files import SLURM_LOG, checkpoint_dir, job_dir
+from scheduler.backends.slurm import submission
+from scheduler.backends.slurm.client import (
+    JobSpec,
+    SlurmClient,
+    SlurmJob,
+    SlurmRefused,
+    SlurmUnavailable,
+    connect,
+    job_comment,
+)
+from scheduler.backends.slurm.inventory import sync_inventory
+from scheduler.bulk import update_many
+from scheduler.core.types import ClusterSnapshot
+from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Allocation, Gpu, Job, JobState
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +96,7 @@ class SlurmReader:
 
     client: SlurmClient | None = None  # None: connect in ``refresh_inventory``
     notes: list[str] = field(default_factory=list)  # what the round should record (``SchedulingRound.note``)
+    measured_restarts: list[float] = field(default_factory=list)  # seen while observing, for the round to price
     slurm_jobs: dict[int, SlurmJob] = field(default_factory=dict)
 
     def refresh_inventory(self, now: datetime) -> None:
@@ -121,7 +136,7 @@ class SlurmExecutor(SlurmReader):
                 charge_slurm_time(job, slurm_job, now)
                 if slurm_job.state in RUNNING and job.state == JobState.RESCALING:
                     job.state = JobState.RUNNING
-                    delay = restarts.measure(job.pk, slurm_job.started_at or now)
+                    delay = measure_restart(job.pk, slurm_job.started_at or now)
                     measured += [delay] if delay is not None else []
                 elif slurm_job.state in ENDED:
                     finished[job.pk] = (slurm_job.ended_at or now, *ending(slurm_job))
@@ -136,9 +151,7 @@ class SlurmExecutor(SlurmReader):
                     at = max(at, held_since.get(job.pk) or at)
                     finish_jobs([job], {job.pk: at}, state, reason)
         self._report_strangers()
-        priced = restarts.record(measured, scheduler_settings())
-        if priced is not None:
-            self.notes.append(f"restart delay measured on this cluster: {priced:g} s (median of the last restarts)")
+        self.measured_restarts = measured  # this observation's, for the round to price
         progress = {str(job.pk): job for job in jobs}
         kept = tuple(
             job.progressed(progress[job.id].progress, progress[job.id].attained_gpu_seconds) if job.id in progress

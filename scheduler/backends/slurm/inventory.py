@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from .. import services
-from ..core.gpu_types import gpu_type_key
-from ..models import Gpu, GpuHealth, Node
-from .client import SlurmNode
+from scheduler import inventory
+from scheduler.backends.slurm.client import SlurmNode
+from scheduler.core.gpu_types import gpu_type_key
+from scheduler.models import Gpu, GpuHealth, Node
 
 # Datasheet memory (MiB) and board power limit (W) by GPU type; other types get the fallback until telemetry.
 DATASHEET = {"a100": (81920, 400), "h100": (81920, 700), "h200": (143771, 700), "v100": (32768, 300),
@@ -56,7 +56,7 @@ def sync_inventory(nodes: Sequence[SlurmNode]) -> InventoryChange:
             gpus = list(node.gpus.all())
             changing = [gpu for gpu in gpus if gpu.health != health and not (
                 health == GpuHealth.OK and gpu.health == GpuHealth.DEGRADED)]
-            if changing and services.set_gpu_health(changing, health):
+            if changing and inventory.set_gpu_health(changing, health):
                 (back if health == GpuHealth.OK else lost).append(
                     f"{slurm_node.name} ({slurm_node.state}{', ' + slurm_node.reason if slurm_node.reason else ''})")
     return InventoryChange(tuple(lost), tuple(back), tuple(skipped))
@@ -69,14 +69,14 @@ def _upsert(slurm_node: SlurmNode) -> Node:
     have = {gpu.index: gpu for gpu in node.gpus.all()}
     if len(have) == slurm_node.gpus and all(gpu.model == model for gpu in have.values()):
         return node  # the common case: nothing changed
-    services.register_node(slurm_node.name, [
-        services.GpuSpec(index=index, uuid=gpu_uuid(slurm_node.name, index), model=model, memory_mib=memory_mib,
+    inventory.register_node(slurm_node.name, [
+        inventory.GpuSpec(index=index, uuid=gpu_uuid(slurm_node.name, index), model=model, memory_mib=memory_mib,
                          power_limit_w=power_w)
         for index in range(slurm_node.gpus)
     ])
     # GPUs Slurm no longer counts on this node: lost, never deleted (allocations keep their history).
     gone = [gpu for index, gpu in have.items() if index >= slurm_node.gpus]
-    services.set_gpu_health(gone, GpuHealth.LOST)
+    inventory.set_gpu_health(gone, GpuHealth.LOST)
     return node
 
 

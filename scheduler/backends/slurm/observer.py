@@ -17,13 +17,13 @@ from typing import ClassVar
 from django.db import transaction
 from django.db.models import Q
 
-from ..bounds import MAX_EXPECTED_SECONDS, MAX_GPUS, MAX_TOTAL_WORK
-from ..core.types import ClusterSnapshot
-from ..executors import register_backend
-from ..models import Allocation, Gpu, Job, JobState, Tenant
-from . import submission
-from .client import AccountedRun, SlurmJob
-from .executor import ENDED, RUNNING, SlurmReader, charge_slurm_time, ending
+from scheduler.backends import register_backend
+from scheduler.backends.slurm import submission
+from scheduler.backends.slurm.client import AccountedRun, SlurmJob
+from scheduler.backends.slurm.executor import ENDED, RUNNING, SlurmReader, charge_slurm_time, ending
+from scheduler.bounds import MAX_EXPECTED_SECONDS, MAX_GPUS, MAX_TOTAL_WORK
+from scheduler.core.types import ClusterSnapshot
+from scheduler.models import Allocation, Gpu, Job, JobState, Tenant
 
 MIRRORED_NAME_LENGTH = 200
 TENANT_NAME_LENGTH = 100

@@ -10,9 +10,8 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from scheduler.backends.slurm.client import SlurmError, connect
 from scheduler.models import Job
-
-from .client import SlurmError, connect
 
 logger = logging.getLogger(__name__)
 

@@ -2,9 +2,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from scheduler.backends.slurm.client import SlurmError
 from scheduler.demo import seed_demo
-from scheduler.slurm.client import SlurmError
-from scheduler.slurm.setup import seed_slurm
+from scheduler.on_slurm.setup import seed_slurm
 
 
 class Command(BaseCommand):

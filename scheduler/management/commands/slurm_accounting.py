@@ -4,8 +4,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from scheduler.slurm.accounting import reconcile
-from scheduler.slurm.client import SlurmError, connect
+from scheduler.backends.slurm.accounting import reconcile
+from scheduler.backends.slurm.client import SlurmError, connect
 
 
 def _moment(value: str) -> datetime:

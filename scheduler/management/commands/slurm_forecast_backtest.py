@@ -2,8 +2,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler.slurm.backtest import backtest, median_errors
-from scheduler.slurm.client import SlurmError, connect
+from scheduler.backends.slurm.client import SlurmError, connect
+from scheduler.on_slurm.backtest import backtest, median_errors
 
 
 class Command(BaseCommand):

@@ -5,9 +5,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler.backends.slurm.client import SlurmError, connect
+from scheduler.backends.slurm.observer import history_jobs, mirror_jobs
 from scheduler.bounds import MAX_GPUS
-from scheduler.slurm.client import SlurmError, connect
-from scheduler.slurm.observer import history_jobs, mirror_jobs
 
 
 class Command(BaseCommand):

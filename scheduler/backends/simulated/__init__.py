@@ -1,0 +1,1 @@
+"""The simulated back-end: the demo cluster, and any cluster without real workers (``executor``)."""
