@@ -332,11 +332,11 @@ CELERY_TASK_ROUTES = {
 WHATIF_TIME_LIMIT_SECONDS = envint("WHATIF_TIME_LIMIT_SECONDS", 1800, minimum=10)
 REPORT_TIME_LIMIT_SECONDS = envint("REPORT_TIME_LIMIT_SECONDS", 600, minimum=10)
 HARD_LIMIT_GRACE_SECONDS = 30
-# Forecasts (scheduler/forecasts.py): each under this limit; with N arrival samples a range instead of a point.
+# Forecasts (scheduler/forecasting/forecasts.py): each under this limit; with N arrival samples a range, not a point.
 FORECAST_TIME_LIMIT_SECONDS = envint("FORECAST_TIME_LIMIT_SECONDS", 120, minimum=10)
 FORECAST_ARRIVAL_SAMPLES = min(envint("FORECAST_ARRIVAL_SAMPLES", 4), 20)  # at most 20 samples; 0: never
 # Whether forecasts assume future arrivals: "auto" when the recent arrival rate is steady
-# (scheduler.forecasts.arrivals_are_steady), "always", or "never" (the queue as it is).
+# (scheduler.forecasting.forecasts.arrivals_are_steady), "always", or "never" (the queue as it is).
 FORECAST_ARRIVALS = envstr("FORECAST_ARRIVALS", "auto").lower()
 if FORECAST_ARRIVALS not in {"auto", "always", "never"}:
     CONFIGURATION_ERRORS.append(f"FORECAST_ARRIVALS={FORECAST_ARRIVALS!r}: use auto, always or never")

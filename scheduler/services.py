@@ -16,10 +16,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.backends import get_backend
+from scheduler.live.forecast_requests import request_forecast
+from scheduler.live.start_requests import request_start
 
 from . import bounds
 from .core.gpu_types import gpu_type_key
-from .forecast_requests import request_forecast
 from .inventory import check_fits_inventory
 from .live.config import scheduler_settings
 from .models import (
@@ -31,7 +32,6 @@ from .models import (
     RescaleKind,
     Tenant,
 )
-from .start_requests import request_start
 
 Actor = User | AnonymousUser | None  # who asked: an operator, or None for the scheduler
 

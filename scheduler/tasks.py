@@ -7,10 +7,12 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler import demo, whatif
 from scheduler.backends.local import agent
 from scheduler.backends.local.executor import APPLY_TASK, POLL_TASK
+from scheduler.forecasting import forecasts, runtime_models
+from scheduler.live import forecast_requests, start_requests
 
-from . import demo, forecast_requests, forecasts, runtime_models, start_requests, whatif
 from .live import config as live_config
 from .live import round as rounds
 
@@ -75,7 +77,7 @@ def node_poll() -> dict[int, str]:
     return agent.poll()
 
 
-# --- forecasts (scheduler/forecasts.py), on the background queue --------------------------
+# --- forecasts (scheduler/forecasting/forecasts.py), on the background queue --------------------------
 
 
 @shared_task(name=forecast_requests.FORECAST_TASK, ignore_result=True, expires=settings.FORECAST_TIME_LIMIT_SECONDS,
@@ -92,7 +94,7 @@ def forecast() -> int | None:
              expires=settings.FORECAST_TIME_LIMIT_SECONDS, soft_time_limit=settings.FORECAST_TIME_LIMIT_SECONDS,
              time_limit=settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
 def forecast_soon(self: Any) -> int | None:
-    """Forecast the queue because it changed (``scheduler.forecast_requests``): a point forecast (under a second
+    """Forecast the queue because it changed (``scheduler.live.forecast_requests``): a point forecast (under a second
     for the demo's queue, where arrival samples take seconds more), so a new job has its estimate within seconds,
     followed at once by the forecast with arrivals when they are assumed. While another forecast is being made,
     wait for it and try again, so that the change is not left to the next beat."""
@@ -105,7 +107,7 @@ def forecast_soon(self: Any) -> int | None:
     return row.pk if row else None
 
 
-@shared_task(name=runtime_models.TRAIN_TASK, ignore_result=True, soft_time_limit=settings.FORECAST_TIME_LIMIT_SECONDS,
+@shared_task(name=live_config.TRAIN_TASK, ignore_result=True, soft_time_limit=settings.FORECAST_TIME_LIMIT_SECONDS,
              time_limit=settings.FORECAST_TIME_LIMIT_SECONDS + settings.HARD_LIMIT_GRACE_SECONDS)
 def train_runtimes() -> int | None:
     """Train the next runtime model on the finished jobs (beat, hourly); its version, or None (too few jobs)."""

@@ -41,7 +41,7 @@ def main() -> None:
     from django.utils import timezone
 
     from cluster_ops.dashboards.forecast_data import waiting_forecast
-    from scheduler.forecasts import latest_for
+    from scheduler.forecasting.forecasts import latest_for
     from scheduler.models import QUEUED_STATES, Job
 
     viewer = User(username="measure", is_staff=True)

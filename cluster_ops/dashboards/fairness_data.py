@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.types import JobInfo
-from scheduler.forecasts import frees_text, latest_for, starts_in, visible_tenant_ids
+from scheduler.forecasting.forecasts import frees_text, latest_for, starts_in, visible_tenant_ids
 from scheduler.models import ACTIVE_STATES, QUEUED_STATES, Allocation, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, fair_share_seconds, ftf_values, jain_index, percentile
 from scheduler.sim.records import JobOutcome

@@ -1,4 +1,4 @@
-"""What the pages show of the latest forecast (scheduler/forecasts.py), for the jobs a viewer sees."""
+"""What the pages show of the latest forecast (scheduler/forecasting/forecasts.py), for the jobs a viewer sees."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime
 from django.contrib.auth.models import AnonymousUser, User
 from django.utils import timezone
 
-from scheduler.forecasts import NOT_WITHIN, frees_text, latest_for, starts_in, visible_tenant_ids
+from scheduler.forecasting.forecasts import NOT_WITHIN, frees_text, latest_for, starts_in, visible_tenant_ids
 from scheduler.models import QUEUED_STATES, Forecast, Job
 
 Viewer = User | AnonymousUser

@@ -2,8 +2,8 @@
 
 Everything is scoped through ``Job.objects.visible_to(user)``. Figures come from their single homes: percentiles
 from ``scheduler.sim.metrics``; speeds from ``scheduler.core.speed.speed_table`` on the live round's snapshot
-(``scheduler.live.snapshot.build_snapshot``), with a job's refitted model read by ``scheduler.refit.job_models`` exactly
-as a round reads it. Times are in seconds; the page picks display units.
+(``scheduler.live.snapshot.build_snapshot``), with a job's refitted model read by
+``scheduler.live.refit.job_models`` exactly as a round reads it. Times are in seconds; the page picks display units.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from django.db.models.functions import Coalesce
 from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.speed import job_speed, model_for, speed_table, type_preference
 from scheduler.core.types import ClusterSnapshot, JobInfo
+from scheduler.live.refit import job_models
 from scheduler.live.snapshot import build_snapshot
 from scheduler.models import ACTIVE_STATES, Allocation, Job, JobState, RescaleEvent
-from scheduler.refit import job_models
 from scheduler.sim.metrics import mean, percentile
 
 Viewer = User | AnonymousUser

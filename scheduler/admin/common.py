@@ -16,11 +16,12 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 
+from scheduler.live.preview import Preview
+
 from ..models import (
     GpuHealth,
     JobState,
 )
-from ..preview import Preview
 
 HEALTH_COLOURS: dict[str, str] = {GpuHealth.OK: "#027a48", GpuHealth.DEGRADED: "#b54708", GpuHealth.LOST: "#b42318"}
 STATE_COLOURS: dict[str, str] = {

@@ -1,4 +1,4 @@
-"""Forecasts and runtime models in admin: read-only, made by beat (scheduler/forecasts.py)."""
+"""Forecasts and runtime models in admin: read-only, made by beat (scheduler/forecasting/forecasts.py)."""
 
 from __future__ import annotations
 

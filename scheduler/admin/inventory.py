@@ -7,6 +7,7 @@ from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from scheduler.live.preview import Preview, preview_round
 from telemetry.admin_actions import CapPowerPermission, cap_power
 
 from .. import inventory
@@ -18,7 +19,6 @@ from ..models import (
     Node,
     Tenant,
 )
-from ..preview import Preview, preview_round
 from .common import HEALTH_COLOURS, PreviewBeforeSaving, badge
 
 

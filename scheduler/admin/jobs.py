@@ -16,10 +16,10 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html_join
 
 from scheduler.backends import files
+from scheduler.forecasting.forecasts import NOT_WITHIN, clock, describe, frees_text, latest_for, starts_in
 
 from .. import bounds, services
 from ..core.fitted_profiles import FITTED_PROFILES
-from ..forecasts import NOT_WITHIN, clock, describe, frees_text, latest_for, starts_in
 from ..models import (
     ACTIVE_STATES,
     QUEUED_STATES,

@@ -11,10 +11,11 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 
+from scheduler.live.preview import Preview, preview_round
+
 from ..core.config import policy_label, policy_names, policy_summary
 from ..live.config import EDITABLE, scheduler_settings, settings_errors, update_settings
 from ..models import JobReport, PolicyState, SchedulerSettings, SettingsChange
-from ..preview import Preview, preview_round
 from .audit import AuditAdmin
 from .common import PreviewBeforeSaving
 

@@ -10,10 +10,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from scheduler.forecasting.forecasts import frees_text, latest_for, visible_tenant_ids
+
 from .. import bounds
 from ..bounds import PRIORITY_RANGE
 from ..core.fitted_profiles import FITTED_PROFILES
-from ..forecasts import frees_text, latest_for, visible_tenant_ids
 from ..models import FINISHED_STATES, QUEUED_STATES, Job, JobForecast, Tenant
 from ..services import TOTAL_WORK_RULE
 

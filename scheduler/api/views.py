@@ -23,9 +23,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer, ValidationError
 
+from scheduler.live.refit import refit_job
+
 from .. import intake, services
 from ..models import Job, JobState
-from ..refit import refit_job
 from .errors import field_errors
 from .permissions import JOB_TOKEN_HEADER, HasJobToken, StaffHaveModelPermissions
 from .serializers import (

@@ -108,7 +108,7 @@ def estimated_model(by_type: Mapping[str, GoodputModel], gpu_type: str) -> Goodp
     times the ratio of the two types' speeds): the measured type nearest in peak FP32 throughput
     (``gpu_types.PEAK_FP32_TFLOPS``), its compute time divided by the ratio of the two peaks, its
     communication and batch limits kept. A type without a published figure gets the nearest model unscaled.
-    A job's own reports replace the estimate once it has run there (``scheduler.refit``).
+    A job's own reports replace the estimate once it has run there (``scheduler.live.refit``).
     """
     key = (id(by_type), gpu_type)
     cached = _ESTIMATES.get(key)

@@ -20,13 +20,14 @@ from django.db import models, transaction
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from scheduler.live.forecast_requests import FORECAST_TASK, request_forecast
+
 from ..core.config import SchedulingConfig, policy_config_errors, policy_names
-from ..forecast_requests import FORECAST_TASK, request_forecast
 from ..models import ExecutorKind, SchedulerSettings, SettingsChange
-from ..runtime_models import TRAIN_TASK
 
 logger = logging.getLogger(__name__)
 ROUND_TASK = "scheduler.run_round"
+TRAIN_TASK = "scheduler.train_runtimes"  # the runtime predictor retrained hourly (forecasting.runtime_models)
 EDITABLE = ("policy", "policy_config", "round_seconds", "executor", "simulated_speedup", "restart_seconds", "paused")
 
 

@@ -18,11 +18,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from scheduler.backends import ClusterUnavailable, Executor, get_executor
+from scheduler.live.forecast_requests import request_forecast
 
 from ..core.admission import start_waiting_jobs
 from ..core.config import SchedulingConfig, build_policy
 from ..core.cycle import CycleResult, run_cycle
-from ..forecast_requests import request_forecast
 from ..models import RoundStatus, SchedulerSettings, SchedulingRound
 from . import restarts
 from .config import live_settings, scheduler_settings, scheduling_config

@@ -12,13 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.backends import GpuPlace
+from scheduler.live.refit import job_models
 
 from ..core.fitted_profiles import FITTED_PROFILES
 from ..core.goodput import GoodputModel
 from ..core.gpu_types import gpu_type_key
 from ..core.types import ClusterSnapshot, GpuSlot, JobInfo, NodeIndex, NodeInfo, TenantInfo
 from ..models import SCHEDULABLE_STATES, Allocation, Gpu, GpuHealth, Job, Tenant
-from ..refit import job_models
 
 
 @dataclass(frozen=True)

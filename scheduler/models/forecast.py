@@ -1,4 +1,4 @@
-"""Forecasts of the live queue, and the runtime models they use (scheduler/forecasts.py makes both)."""
+"""Forecasts of the live queue, and the runtime models they use (scheduler/forecasting/forecasts.py makes both)."""
 
 from __future__ import annotations
 

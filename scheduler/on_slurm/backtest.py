@@ -19,8 +19,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from scheduler import forecasts
 from scheduler.backends.slurm.client import SlurmClient
+from scheduler.forecasting import forecasts
 from scheduler.live.config import update_settings
 from scheduler.live.round import run_round
 from scheduler.models import ExecutorKind

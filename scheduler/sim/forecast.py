@@ -8,7 +8,7 @@ is: one past its prediction is re-estimated, never due in the past.
 
 No arrivals by default: a point forecast. Given samples of future arrivals (``sample_arrivals``: the recent
 jobs, resampled at their recent rate, one sample a seed), it runs once a sample and reports each job's median
-with its p10–p90 range. Pure: no Django; the live forecast (scheduler/forecasts.py) and the backtest
+with its p10–p90 range. Pure: no Django; the live forecast (scheduler/forecasting/forecasts.py) and the backtest
 (sim/backtest.py) build its inputs.
 """
 

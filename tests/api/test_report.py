@@ -9,9 +9,9 @@ from rest_framework.test import APIClient
 
 from scheduler import inventory
 from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.live.refit import job_models
 from scheduler.live.snapshot import build_snapshot
 from scheduler.models import Allocation, Job, JobReport, JobState
-from scheduler.refit import job_models
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_a_tenant_sees_when_its_waiting_jobs_start_and_nothing_of_the_others(  # type: ignore[no-untyped-def]
         tenant_page, dashboard_data, open_dashboard, live_server, screenshot) -> None:
-    from scheduler import forecasts
+    from scheduler.forecasting import forecasts
     from scheduler.models import QUEUED_STATES, Job
 
     assert forecasts.refresh(force=True) is not None

@@ -42,7 +42,7 @@ FITS = """() => {
 
 
 def test_admin_lists_fit_1366_pixels(staff_page, live_server, dashboard_data, staff_user) -> None:  # type: ignore[no-untyped-def]
-    from scheduler import forecasts
+    from scheduler.forecasting import forecasts
     from scheduler.models import WhatIfRun
     from scheduler.sim.scenario import Scenario
     assert forecasts.refresh(force=True) is not None  # the job list's estimate column filled

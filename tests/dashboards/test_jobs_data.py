@@ -16,8 +16,8 @@ from cluster_ops.dashboards.jobs_data import (
     timeline,
 )
 from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.live.refit import model_as_json
 from scheduler.models import Job
-from scheduler.refit import model_as_json
 
 from .history import History
 

@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 
-from scheduler import demo, forecasts
-from scheduler.forecasts import MOVED_SECONDS
+from scheduler import demo
+from scheduler.forecasting import forecasts
+from scheduler.forecasting.forecasts import MOVED_SECONDS
 from scheduler.live import round as rounds
 from scheduler.models import QUEUED_STATES, Job, JobForecast, Node
 

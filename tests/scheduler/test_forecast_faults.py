@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler import forecasts, services
+from scheduler import services
+from scheduler.forecasting import forecasts
 from scheduler.live.config import update_settings
 from scheduler.live.lease import take_lease
 from scheduler.models import Forecast, Job, JobState, Tenant

@@ -13,10 +13,12 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from cluster_ops.dashboards.forecast_data import waiting_forecast
-from scheduler import forecast_requests, forecasts, services, tasks
+from scheduler import services, tasks
+from scheduler.forecasting import forecasts
+from scheduler.live import forecast_requests
 from scheduler.live.lease import lease_holder, release_lease, take_lease
+from scheduler.live.start_requests import START_TASK
 from scheduler.models import Forecast, Job, JobForecast, Tenant
-from scheduler.start_requests import START_TASK
 
 from .test_forecasts import NOW, cluster, rigid, run_on_all_gpus  # noqa: F401  (cluster: a fixture)
 

@@ -7,7 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import Client
 
-from scheduler import forecast_requests, forecasts, inventory, runtime_models, services
+from scheduler import inventory, services
+from scheduler.forecasting import forecasts, runtime_models
+from scheduler.live import forecast_requests
 from scheduler.live.config import FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME, scheduler_settings, sync_round_schedule
 from scheduler.models import (
     Allocation,

@@ -10,14 +10,15 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler import forecasts, inventory, services
+from scheduler import inventory, services
 from scheduler.backends import get_executor
 from scheduler.core.config import build_policy, policy_names
+from scheduler.forecasting import forecasts
+from scheduler.forecasting.runtime_models import runtime_predictor
 from scheduler.live import round as rounds
 from scheduler.live.config import scheduler_settings, scheduling_config, update_settings
 from scheduler.live.snapshot import build_snapshot
 from scheduler.models import Allocation, Job, Tenant
-from scheduler.runtime_models import runtime_predictor
 from scheduler.sim.engine import simulate
 from scheduler.sim.start import Checkpoint
 

@@ -1,4 +1,4 @@
-"""Refitting a job's goodput model from its reports (scheduler/refit.py)."""
+"""Refitting a job's goodput model from its reports (scheduler/live/refit.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from scheduler import inventory
 from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.live.refit import refit_job, rescale_to_measurements
 from scheduler.models import Allocation, Job, JobReport
-from scheduler.refit import refit_job, rescale_to_measurements
 
 PROFILE = FITTED_PROFILES["bert"]["v100"]
 GPUS, NODES, LOCAL = np.array([1, 2, 4, 8, 16]), np.array([1, 1, 1, 1, 2]), np.array([8, 8, 8, 6, 4])

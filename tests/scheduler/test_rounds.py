@@ -15,6 +15,7 @@ from scheduler.core.speed import job_speed
 from scheduler.core.types import PolicyResult
 from scheduler.live import round as rounds
 from scheduler.live.config import ROUND_SCHEDULE_NAME, sync_round_schedule, update_settings
+from scheduler.live.refit import model_as_json
 from scheduler.models import (
     Allocation,
     Job,
@@ -28,7 +29,6 @@ from scheduler.models import (
     SettingsChange,
     Tenant,
 )
-from scheduler.refit import model_as_json
 
 
 @pytest.fixture

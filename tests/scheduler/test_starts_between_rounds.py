@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
-from scheduler import services, start_requests, tasks
+from scheduler import services, tasks
 from scheduler.core.admission import BETWEEN_ROUNDS
 from scheduler.live import round as rounds
+from scheduler.live import start_requests
 from scheduler.live.config import update_settings
 from scheduler.live.lease import release_lease, take_lease
 from scheduler.models import JobState, PolicyState, RescaleEvent, RescaleKind, RoundMemory, SchedulingRound
@@ -144,7 +145,7 @@ def test_the_task_starts_the_job_on_the_rounds_queue(tenant, now, settings) -> N
 
 
 def test_the_forecast_keeps_to_the_rounds_phase_not_to_starts_between_them(now) -> None:
-    from scheduler.forecasts import round_phase
+    from scheduler.forecasting.forecasts import round_phase
 
     at = now.replace(second=10, microsecond=0)
     SchedulingRound.objects.create(policy="fifo", started_at=at, status="ok")

@@ -20,12 +20,12 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import least_squares
 
-from .core.fitted_profiles import FITTED_PROFILES
-from .core.goodput import GoodputModel, PerfParams
-from .core.goodput_fit import predict_step_time
-from .core.gpu_types import gpu_type_key
-from .core.speed import estimated_model
-from .models import Allocation, Job, JobReport
+from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.core.goodput import GoodputModel, PerfParams
+from scheduler.core.goodput_fit import predict_step_time
+from scheduler.core.gpu_types import gpu_type_key
+from scheduler.core.speed import estimated_model
+from scheduler.models import Allocation, Job, JobReport
 
 
 def model_as_json(gpu_type: str, model: GoodputModel, reports: int) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 It learns from the most recent succeeded jobs without a profile: their owner, name, tenant, command, GPU type and
 GPUs, and their service seconds (GPU-time held ÷ GPUs). The model is trained by beat (``scheduler.train_runtimes``,
 hourly, background queue) and stored as a new ``RuntimeModel`` version in LightGBM's text format, never a
-pickle; the last ``KEEP_MODELS`` are kept. Forecasts (``scheduler.forecasts``) read the latest.
+pickle; the last ``KEEP_MODELS`` are kept. Forecasts (``scheduler.forecasting.forecasts``) read the latest.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from .core.fitted_profiles import FITTED_PROFILES
-from .models import Job, JobState, RuntimeModel
-from .sim.runtimes import JobFeatures, RuntimePredictor
+from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.models import Job, JobState, RuntimeModel
+from scheduler.sim.runtimes import JobFeatures, RuntimePredictor
 
-TRAIN_TASK = "scheduler.train_runtimes"
 KEEP_MODELS = 5
 HISTORY_JOBS = 20_000  # finished jobs a predictor learns from: the most recent
 FEATURE_FIELDS = ("pk", "owner__username", "tenant__name", "name", "command", "gpu_type", "min_gpus",

@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from .core.config import build_policy
-from .core.cycle import Action, Decision, run_cycle
-from .core.types import ClusterSnapshot
-from .live.config import scheduling_config
-from .live.memory import load_round_state
-from .live.snapshot import build_snapshot
-from .models import Job
+from scheduler.core.config import build_policy
+from scheduler.core.cycle import Action, Decision, run_cycle
+from scheduler.core.types import ClusterSnapshot
+from scheduler.live.config import scheduling_config
+from scheduler.live.memory import load_round_state
+from scheduler.live.snapshot import build_snapshot
+from scheduler.models import Job
 
 KINDS = ("start", "grow", "shrink", "stop")
 

@@ -1,7 +1,7 @@
 """The live forecast: the cluster as the database has it, run forward through ``scheduler.sim.forecast``.
 
 Made on the reports queue: ``scheduler.forecast_soon`` a few seconds after the queue changes (a submission, a
-cancel, a round that started or finished jobs, a settings change: ``scheduler.forecast_requests``), a point
+cancel, a round that started or finished jobs, a settings change: ``scheduler.live.forecast_requests``), a point
 forecast so that a new job has its estimate within seconds, followed at once by one with arrivals when they are
 assumed; and ``scheduler.forecast``, sent by beat every round interval as a safety net: made again when the last
 one is ``REFRESH_ROUNDS`` rounds old, assumed other arrivals than this one would, or the queue, the inventory or
@@ -18,7 +18,7 @@ Clock and units. Forecasts run on the wall clock (epoch seconds), so the policy'
 ``simulated_speedup`` times faster than the wall, a job's work and the restart delay are divided by the
 speed-up. A job without a profile runs its predicted service seconds (``runtime_predictor``).
 
-The runtime predictor and its stored models: ``scheduler.runtime_models``.
+The runtime predictor and its stored models: ``scheduler.forecasting.runtime_models``.
 """
 
 from __future__ import annotations
@@ -37,14 +37,15 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from .bulk import update_many
-from .core.config import SchedulingConfig, build_policy
-from .core.types import ClusterSnapshot, JobInfo
-from .live.config import live_settings, scheduling_config, simulated_speedup
-from .live.lease import lease_holder, release_lease, take_lease
-from .live.memory import load_round_state
-from .live.snapshot import LiveSnapshot, build_snapshot
-from .models import (
+from scheduler.bulk import update_many
+from scheduler.core.config import SchedulingConfig, build_policy
+from scheduler.core.types import ClusterSnapshot, JobInfo
+from scheduler.forecasting.runtime_models import FEATURE_FIELDS, job_features, runtime_predictor
+from scheduler.live.config import live_settings, scheduling_config, simulated_speedup
+from scheduler.live.lease import lease_holder, release_lease, take_lease
+from scheduler.live.memory import load_round_state
+from scheduler.live.snapshot import LiveSnapshot, build_snapshot
+from scheduler.models import (
     QUEUED_STATES,
     Forecast,
     Job,
@@ -53,12 +54,11 @@ from .models import (
     SchedulingRound,
     Tenant,
 )
-from .runtime_models import FEATURE_FIELDS, job_features, runtime_predictor
-from .sim.config import SimConfig
-from .sim.forecast import Estimate, ForecastInput, forecast, predicted_rigid, sample_arrivals
-from .sim.records import WorkloadJob
-from .sim.runtimes import RuntimePredictor
-from .sim.start import RunningJob, StartState
+from scheduler.sim.config import SimConfig
+from scheduler.sim.forecast import Estimate, ForecastInput, forecast, predicted_rigid, sample_arrivals
+from scheduler.sim.records import WorkloadJob
+from scheduler.sim.runtimes import RuntimePredictor
+from scheduler.sim.start import RunningJob, StartState
 
 logger = logging.getLogger(__name__)
 
