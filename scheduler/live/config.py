@@ -61,7 +61,7 @@ def policy_errors(policy: str, policy_config: Any) -> dict[str, list[str]]:
 def live_settings(row: SchedulerSettings | None = None) -> tuple[SchedulerSettings, dict[str, list[str]]]:
     """The settings rounds, forecasts and beat run under, and the stored values refused on the way.
 
-    Every change is validated before it is saved (``schedule.update_settings``), but a value can still reach the
+    Every change is validated before it is saved (``update_settings``), but a value can still reach the
     row another way (a database restored from an older release, a hand-made UPDATE). Such a value is refused, not
     run: the field takes its last validated value (``last_valid``), else its default, and the refusal is logged
     and exported (``cluster_ops_scheduler_setting_refused``, alerted on), naming the setting.

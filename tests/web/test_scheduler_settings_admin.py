@@ -112,7 +112,7 @@ def test_the_preview_needs_the_change_permission(client: Client, db: None) -> No
 
 
 def test_admin_saves_through_the_settings_service_and_its_checks(operator_client: Client, monkeypatch) -> None:
-    """Admin, API and beat change settings through ``schedule.update_settings``: the same validation and audit."""
+    """Admin, API and beat change settings through ``live.config.update_settings``: the same validation and audit."""
     from scheduler.admin import scheduling
     from scheduler.live import config as schedule
 
