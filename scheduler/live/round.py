@@ -25,7 +25,7 @@ from ..core.config import SchedulingConfig, build_policy
 from ..core.cycle import CycleResult, run_cycle
 from ..models import RoundStatus, SchedulerSettings, SchedulingRound
 from . import restarts
-from .config import live_settings, scheduler_settings, scheduling_config
+from .config import live_settings, scheduling_config
 from .launches import unlaunched
 from .lease import lease_holder, release_lease, take_lease
 from .memory import load_round_state
@@ -65,13 +65,13 @@ def _under_lease(what: str, run: Callable[[SchedulerSettings, SchedulingConfig, 
         release_lease(ROUND_LEASE, holder)
 
 
-def _read_cluster(executor: Executor, now: datetime) -> tuple[LiveSnapshot, int]:
+def _read_cluster(executor: Executor, row: SchedulerSettings, now: datetime) -> tuple[LiveSnapshot, int]:
     """The cluster as the executor sees it now, and how many jobs it saw finish; raises ``ClusterUnavailable``."""
     executor.refresh_inventory(now)
     live = build_snapshot(now)
     before = {job.id for job in live.snap.jobs}
     observed = executor.observe(live.snap, now)
-    priced = restarts.record(executor.measured_restarts, scheduler_settings())
+    priced = restarts.record(executor.measured_restarts, row)
     if priced is not None:
         executor.notes.append(f"restart delay measured on this cluster: {priced:g} s (median of the last restarts)")
     finished = len(before - {job.id for job in observed.jobs})
@@ -82,7 +82,7 @@ def _run_round(row: SchedulerSettings, config: SchedulingConfig, now: datetime) 
     timings = Timings()
     executor = get_executor(row)
     try:
-        live, finished = _read_cluster(executor, now)
+        live, finished = _read_cluster(executor, row, now)
     except ClusterUnavailable as exc:  # nothing read, nothing written: the next round tries again
         logger.warning("round skipped: %s", exc)
         return SchedulingRound.objects.create(
@@ -120,7 +120,7 @@ def _start_between_rounds(row: SchedulerSettings, config: SchedulingConfig, now:
     if not executor.decides:
         return None
     try:
-        live, finished = _read_cluster(executor, now)
+        live, finished = _read_cluster(executor, row, now)
     except ClusterUnavailable as exc:
         logger.info("no start between rounds: %s", exc)
         return None
