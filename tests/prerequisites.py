@@ -95,7 +95,8 @@ PREREQUISITES = {p.group: p for p in (
                  ("slurm-wlm", "slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munge", "slurm-wlm-jwt-plugin",
                   "slurm-client", "mariadb-server")),
     Prerequisite("traces", f"the tests that read the public traces ({', '.join(TRACE_FOLDERS)})", _traces,
-                 hint=f"TRACES_DIR set to a folder holding them (now {traces_dir()}, which lacks some)"),
+                 hint=f"TRACES_DIR set to a folder holding them (now {traces_dir()}, which lacks some; "
+                      "`manage.py fetch_traces` downloads them)"),
     Prerequisite("torch", "the example training job (tests/integration/test_local_executor.py, tests/slurm/)",
                  lambda: importlib.util.find_spec("torch") is not None, pip_requirements="requirements-node.txt"),
 )}

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 CATALOGUE = Path(__file__).with_name("trace_catalogue.json")
 CHUNK = 1 << 20
+# Where a folder's files were published: a GitHub repository at one commit.
+ARCHIVE = re.compile(
+    r"^(?P<owner>[A-Za-z0-9][A-Za-z0-9-]{0,38})/(?P<name>[A-Za-z0-9._-]{1,100})@(?P<commit>[0-9a-f]{40})$")
 
 
 @dataclass(frozen=True)
@@ -39,11 +43,14 @@ def load_catalogue(path: Path | None = None) -> dict[str, dict]:
     catalogue = json.loads((path or CATALOGUE).read_text())
     for folder, entry in catalogue.items():
         for relative in entry["files"]:
-            _confined(folder, relative)
+            confined(folder, relative)
+        for archive in entry.get("archives", []):
+            if not ARCHIVE.match(archive):
+                raise ValueError(f"trace catalogue: {folder}'s archive {archive!r} is not owner/name@<40-hex commit>")
     return catalogue
 
 
-def _confined(folder: str, relative: str) -> PurePosixPath:
+def confined(folder: str, relative: str) -> PurePosixPath:
     """A catalogue path: relative, inside its folder, never ``..``."""
     path = PurePosixPath(folder) / relative
     if path.is_absolute() or ".." in path.parts or "/" in folder:
@@ -73,7 +80,7 @@ def check(traces_dir: Path, folders: Iterable[str] | None = None,
         entry = catalogue[name]
         missing, different = [], []
         for relative, expected in sorted(entry["files"].items()):
-            path = traces_dir / _confined(name, relative)
+            path = traces_dir / confined(name, relative)
             if not path.is_file():
                 missing.append(relative)
             elif sha256(path) != expected:
@@ -82,14 +89,16 @@ def check(traces_dir: Path, folders: Iterable[str] | None = None,
     return results
 
 
-def record(traces_dir: Path, sources: dict[str, str], path: Path | None = None) -> dict[str, dict]:
-    """Write the catalogue from a reference copy: every file of each named folder but its PROVENANCE notes."""
+def record(traces_dir: Path, folders: dict[str, dict], path: Path | None = None) -> dict[str, dict]:
+    """Write the catalogue from a reference copy: every file of each named folder but its PROVENANCE notes.
+    ``folders`` maps each folder to its ``source`` (words) and ``archives`` (``owner/name@commit``), kept as given."""
     catalogue = {}
-    for folder, source in sorted(sources.items()):
+    for folder, described in sorted(folders.items()):
         root = traces_dir / folder
         files = {str(p.relative_to(root).as_posix()): sha256(p) for p in sorted(root.rglob("*"))
                  if p.is_file() and not p.name.endswith(".md")}
-        catalogue[folder] = {"source": source, "files": files}
+        catalogue[folder] = {"source": described["source"], "archives": list(described.get("archives", [])),
+                             "files": files}
     path = path or CATALOGUE
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(catalogue, indent=1, sort_keys=True) + "\n")

@@ -22,7 +22,7 @@ def catalogued(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings) -> Pat
     (traces / "demo" / "profile.csv").write_text("gpus,speed\n1,1.0\n")
     (traces / "demo" / "PROVENANCE.md").write_text("where it came from\n")
     monkeypatch.setattr(trace_catalogue, "CATALOGUE", tmp_path / "catalogue.json")
-    trace_catalogue.record(traces, {"demo": "someone/repo @ abc1234"}, tmp_path / "catalogue.json")
+    trace_catalogue.record(traces, {"demo": {"source": "someone/repo @ abc1234"}}, tmp_path / "catalogue.json")
     settings.TRACES_DIR = traces
     return traces
 

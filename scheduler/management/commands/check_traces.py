@@ -28,8 +28,7 @@ class Command(BaseCommand):
     def handle(self, *args: object, **options: Any) -> None:
         traces_dir = Path(settings.TRACES_DIR)
         if options["record"]:
-            sources = {name: entry["source"] for name, entry in trace_catalogue.load_catalogue().items()}
-            recorded = trace_catalogue.record(traces_dir, sources)
+            recorded = trace_catalogue.record(traces_dir, trace_catalogue.load_catalogue())
             self.stdout.write(f"recorded {sum(len(e['files']) for e in recorded.values())} files' checksums")
             return
         try:
