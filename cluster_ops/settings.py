@@ -164,6 +164,7 @@ INSTALLED_APPS = [
     "cluster_ops",
     "scheduler",
     "telemetry",
+    "research",  # reproductions and benchmarks; the product never imports it
 ]
 
 MIDDLEWARE = [

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from scheduler.sim.bench import bench_policies
+from research.policy_bench import bench_policies
 from tests.core.strategies import PROFILES
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"

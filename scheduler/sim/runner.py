@@ -10,30 +10,19 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from scheduler.core.config import SchedulingConfig, build_policy, policy_class
+from scheduler.core.config import SchedulingConfig, build_policy
 from scheduler.core.cycle import CycleConfig
-from scheduler.core.fitted_profiles import FITTED_PROFILES
-from scheduler.core.policies.sia import RESTART_SECONDS as SIA_POLICY_RESTART_SECONDS
-from scheduler.core.policies.sia import SiaPolicy
 from scheduler.core.policy import Policy
 from scheduler.core.power import PowerModel
 from scheduler.core.types import NodeInfo, TenantInfo
 
+from . import reproduction
 from .backtest import BacktestResult, backtest
 from .config import SimConfig
 from .engine import ProgressCallback, simulate
 from .metrics import summarise
 from .powerdown import PowerDownConfig
 from .presets import ClusterPreset, NodeGroup, build_nodes, get_preset
-from .profiles import (
-    SIA_DEFAULT_RESTART_SECONDS,
-    SIA_RESTART_SECONDS,
-    SIA_SLOWDOWN,
-    artifact_jobs,
-    artifact_profiles,
-    load_grad_curves,
-    load_measured_step_times,
-)
 from .records import SimulationResult, WorkloadJob
 from .runtimes import estimator_for
 from .scenario import Scenario, ScenarioError
@@ -81,15 +70,11 @@ def run_scenario(
     nodes, tenants = cluster_for(scenario, traces_dir)
     execution = {"speed_factor": power.throughput_factor, "speed_factor_by_type": power.throughput_factors(),
                  "power_down": _power_down(scenario), "charge_first_start": scenario.charge_first_start}
-    config = SimConfig.of(scheduling, **(execution | _artifact_execution(scenario)))
-    curves = load_grad_curves(traces_dir) if scenario.measured_profiles else None
-    step_times = load_measured_step_times(traces_dir) if scenario.measured_profiles else None
-    profiles = artifact_profiles(FITTED_PROFILES) if scenario.measured_profiles else FITTED_PROFILES
-    jobs = workload_for(scenario, elastic)
-    jobs = artifact_jobs(jobs, scenario.policy) if scenario.measured_profiles else jobs
-    result = simulate(jobs, nodes, policy, tenants=tenants, profiles=profiles, config=config,
-                      on_progress=on_progress, grad_curves=curves, step_times=step_times,
-                      estimator=estimator_for(policy))
+    config = SimConfig.of(scheduling, **(execution | reproduction.sim_settings(scenario)))
+    runs = reproduction.execution_of(scenario, traces_dir)
+    result = simulate(runs.jobs(workload_for(scenario, elastic)), nodes, policy, tenants=tenants,
+                      profiles=runs.profiles, config=config, on_progress=on_progress,
+                      estimator=estimator_for(policy), **runs.execution)
     result = dataclasses.replace(result, power_cap_fraction=caps[0], power_caps_by_type=caps[1])
     return result, summarise(result, power).as_dict()
 
@@ -101,42 +86,7 @@ def scheduling_config(scenario: Scenario, cycle: CycleConfig | None = None) -> S
         policy=scenario.policy, policy_config=dict(scenario.policy_config), round_seconds=scenario.round_seconds,
         restart_seconds=scenario.restart_seconds, cycle=cycle or CycleConfig(explain_counts=False),
     )
-    return _as_the_artifact(scenario, config)
-
-
-# The policies each artifact's authors ran, which a reproduction runs as they did: without this product's calm
-# guards (payback and settling, cycle.Guards) and its starts between rounds (admission.py), which their simulators do
-# not have (a job waits for the next round there). Ours keep them.
-REPRODUCED = {"pollux": frozenset({"pollux", "tiresias", "optimus"}),
-              "sia": frozenset({"sia", "pollux-unaware", "gavel"})}
-
-
-def _as_the_artifact(scenario: Scenario, config: SchedulingConfig) -> SchedulingConfig:
-    """The one seam of validation-only scheduling settings: a reproduced policy runs without the calm guards;
-    Sia's simulator charges its own restart delays by model, and its policy prices another table of them
-    (policies/sia.py, ``RESTART_SECONDS``): the reproduced ``sia`` prices that table, ours price the delays charged,
-    as on a live cluster."""
-    if not scenario.measured_profiles:
-        return config
-    reproduced = scenario.policy in REPRODUCED.get(scenario.artifact, ())
-    if reproduced:
-        config = dataclasses.replace(config, cycle=dataclasses.replace(config.cycle, payback_seconds=0.0,
-                                                                          settle_seconds=0.0,
-                                                                          start_between_rounds=False))
-    if scenario.artifact != "sia":
-        return config
-    policy_config = dict(config.policy_config)
-    if reproduced and issubclass(policy_class(scenario.policy), SiaPolicy):
-        policy_config.setdefault("restart_seconds_by_profile", dict(SIA_POLICY_RESTART_SECONDS))
-    return dataclasses.replace(config, policy_config=policy_config, restart_seconds=SIA_DEFAULT_RESTART_SECONDS,
-                               restart_seconds_by_profile=SIA_RESTART_SECONDS)
-
-
-def _artifact_execution(scenario: Scenario) -> dict[str, Any]:
-    """The simulator settings of the artifact ``measured_profiles`` reproduces, beyond its profiles and delays."""
-    if not (scenario.measured_profiles and scenario.artifact == "sia"):
-        return {}
-    return {"slowdown_by_profile": SIA_SLOWDOWN, "charge_first_start": True}
+    return reproduction.scheduling(scenario, config)
 
 
 def backtest_scenario(scenario: Scenario, traces_dir: Path, every: float = 3600.0) -> BacktestResult:
@@ -146,13 +96,11 @@ def backtest_scenario(scenario: Scenario, traces_dir: Path, every: float = 3600.
     elastic = (not policy.event_driven) if scenario.elastic is None else scenario.elastic
     nodes, tenants = cluster_for(scenario, traces_dir)
     config = SimConfig.of(scheduling, **({"charge_first_start": scenario.charge_first_start}
-                                         | _artifact_execution(scenario)))
-    jobs, profiles, execution = workload_for(scenario, elastic), FITTED_PROFILES, {}
-    if scenario.measured_profiles:  # jobs run as the artifact measured them; forecasts know the fitted models
-        jobs, profiles = artifact_jobs(jobs, scenario.policy), artifact_profiles(FITTED_PROFILES)
-        execution = {"grad_curves": load_grad_curves(traces_dir), "step_times": load_measured_step_times(traces_dir)}
+                                         | reproduction.sim_settings(scenario)))
+    runs = reproduction.execution_of(scenario, traces_dir)
+
     def fresh_policy() -> Policy:  # each replay and forecast gets its own instance, as each round would
         return build_policy(scheduling)
 
-    return backtest(jobs, nodes, fresh_policy, tenants=tenants, profiles=profiles, config=config, every=every,
-                    execution=execution)
+    return backtest(runs.jobs(workload_for(scenario, elastic)), nodes, fresh_policy, tenants=tenants,
+                    profiles=runs.profiles, config=config, every=every, execution=runs.execution)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from research.policy_bench import summarise
 from scheduler.core.config import policy_names
-from scheduler.sim.bench import summarise
 from scheduler.sim.synthetic import synthetic_snapshot
 from tests.core.strategies import PROFILES
 

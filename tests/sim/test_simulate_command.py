@@ -97,7 +97,7 @@ def test_regression_against_the_pollux_authors_on_one_workload() -> None:
     published ordering holds. Speed is the benchmark's business (``validate_pollux`` prints each run's wall time),
     not a test's: a busy machine must not fail the suite.
     """
-    from scheduler.sim.validation import Case, run_case
+    from research.pollux import Case, run_case
 
     results = {p: run_case(Case(p, "1.0", 6), settings.TRACES_DIR) for p in ("pollux", "tiresias", "optimus")}
     for policy in ("tiresias", "optimus", "pollux"):
@@ -148,7 +148,7 @@ def test_validate_sia_prints_every_policy_of_sias_table_with_restarts() -> None:
 
 
 def test_validate_sias_table_has_a_restarts_column() -> None:
-    from scheduler.management.commands.validate_sia import Command
+    from research.management.commands.validate_sia import Command
 
     row = {"policy": "pollux-unaware", "set": "helios", "avg_jct_difference": -0.2, "published_avg_jct_h": 1.0,
            "published_sia_avg_jct_h": 0.7, "ours_restarts_per_job": 3.35, "vs_our_sia": 0.143}
@@ -163,7 +163,7 @@ def test_validate_sias_table_has_a_restarts_column() -> None:
 
 def test_validate_sia_compares_each_policy_with_our_sia_on_the_same_files() -> None:
     """The held-out sets have no published figure: each row's yardstick is our sia on the same files."""
-    from scheduler.sim.sia_validation import Case, CaseResult, table
+    from research.sia import Case, CaseResult, table
 
     def result(policy: str, workload: int, jct_h: float) -> CaseResult:
         return CaseResult(Case(policy, "helios-rate-40", workload), (jct_h * 3600,), 0, 3600.0, 3600.0, 1, (1.0,), 1.0)
@@ -182,7 +182,7 @@ def test_the_held_out_sets_are_other_draws_of_sias_generator() -> None:
     sets the policies were built on, and from 30 jobs an hour on, at least 30 % of each file's jobs are new."""
     import csv
 
-    from scheduler.sim.sia_validation import DEFAULT_SETS, SETS, cases
+    from research.sia import DEFAULT_SETS, SETS, cases
 
     def jobs(path: Path) -> set[tuple[str, str]]:
         with path.open(newline="") as handle:
@@ -202,7 +202,7 @@ def test_the_held_out_sets_are_other_draws_of_sias_generator() -> None:
 
 
 def test_validate_pollux_compares_a_policy_of_ours_with_pollux() -> None:
-    from scheduler.sim.validation import Case, CaseResult, grid_table
+    from research.pollux import Case, CaseResult, grid_table
 
     results = [CaseResult(Case("sia-profiled", "1.0", w), 2000.0 + w, None, 2500.0, 1.0) for w in (1, 2)]
     (row,) = grid_table(results)
@@ -257,7 +257,7 @@ def test_the_sampled_sets_are_new_draws_of_the_generator_behind_sias_philly_file
     of them one of those files, with their applications and no ncf job; the homogeneous variant the same draws."""
     import csv
 
-    from scheduler.sim.sia_validation import SETS, cases
+    from research.sia import SETS, cases
 
     def jobs(path: Path) -> list[tuple[str, str]]:
         with path.open(newline="") as handle:
@@ -281,8 +281,8 @@ def test_the_sampled_sets_are_new_draws_of_the_generator_behind_sias_philly_file
 def test_validate_pollux_runs_sampled_workloads_against_our_pollux() -> None:
     """`--seed`: a workload drawn at that seed, 160 × load jobs, with no published figure; each policy beside our
     pollux on the same draws."""
+    from research.pollux import Case
     from scheduler.sim.traces import load_pollux_workload
-    from scheduler.sim.validation import Case
 
     out = StringIO()
     call_command("validate_pollux", "--seed", "11", "--load", "0.5", "--policy", "pollux", "--policy", "sia-hesrpt",
@@ -309,7 +309,7 @@ def test_validate_pollux_refuses_a_bad_seed(args: list[str], message: str, trace
 
 
 def test_validate_polluxs_table_shows_each_policy_beside_our_pollux() -> None:
-    from scheduler.management.commands.validate_pollux import Command
+    from research.management.commands.validate_pollux import Command
 
     rows = [{"policy": "sia-hesrpt", "load": "0.5", "ours_avg_jct_s": 1361.0, "published_avg_jct_s": None,
              "difference": None, "published_pollux_avg_jct_s": 1534.0, "wall_s": 31.9, "vs_our_pollux": -0.051},

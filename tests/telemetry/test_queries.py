@@ -8,9 +8,10 @@ import pytest
 from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
+from research import telemetry_bench as bench
 from scheduler import inventory, services
 from scheduler.models import Gpu, Job, Node, Tenant
-from telemetry import bench, ledger, queries, storage, tasks
+from telemetry import ledger, queries, storage, tasks
 from telemetry.models import GpuHour, GpuMinute, JobUsageHour
 from telemetry.readings import GpuReading
 from telemetry.rollups import floor

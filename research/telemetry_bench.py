@@ -19,12 +19,11 @@ from typing import Any
 from django.db import connection, transaction
 
 from scheduler.models import Allocation, Gpu, Job, JobState, Node, Tenant
-
-from . import ledger, queries, storage
-from .exporter import render
-from .models import GpuHour, GpuMinute, GpuSample, JobUsageHour, RollupCursor
-from .readings import GpuReading
-from .rollups import HOURS, MINUTES, Level, floor, roll_up_hours, roll_up_minutes
+from telemetry import ledger, queries, storage
+from telemetry.exporter import render
+from telemetry.models import GpuHour, GpuMinute, GpuSample, JobUsageHour, RollupCursor
+from telemetry.readings import GpuReading
+from telemetry.rollups import HOURS, MINUTES, Level, floor, roll_up_hours, roll_up_minutes
 
 TICK = timedelta(seconds=10)
 TENANTS = ("vision", "language", "research")

@@ -19,8 +19,8 @@ from itertools import repeat
 from pathlib import Path
 from typing import TypeVar
 
-from .runner import Scenario, run_scenario
-from .sampling import JOBS_AT_LOAD_1, default_cache_dir, sampled_workload
+from scheduler.sim.runner import Scenario, run_scenario
+from scheduler.sim.sampling import JOBS_AT_LOAD_1, default_cache_dir, sampled_workload
 
 C = TypeVar("C")
 R = TypeVar("R")

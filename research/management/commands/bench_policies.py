@@ -4,10 +4,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from research.policy_bench import bench_policies
 from scheduler.core.config import get_policy, policy_names
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.policy import UnknownPolicy
-from scheduler.sim.bench import bench_policies
 
 
 class Command(BaseCommand):

@@ -6,9 +6,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
 from cluster_ops.common.benchdb import throwaway_database
+from research.round_bench import bench
 from scheduler.core.config import get_policy
 from scheduler.core.policy import UnknownPolicy
-from scheduler.roundbench import bench
 
 
 class Command(BaseCommand):

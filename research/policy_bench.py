@@ -10,8 +10,7 @@ from typing import Any
 from scheduler.core.config import get_policy
 from scheduler.core.cycle import run_cycle
 from scheduler.core.types import ClusterSnapshot, PolicyState
-
-from .synthetic import synthetic_snapshot
+from scheduler.sim.synthetic import synthetic_snapshot
 
 
 def time_rounds(snap: ClusterSnapshot, policy_name: str, rounds: int) -> list[float]:

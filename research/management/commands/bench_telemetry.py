@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from cluster_ops.common.benchdb import throwaway_database
-from telemetry.bench import run
+from research.telemetry_bench import run
 
 
 class Command(BaseCommand):

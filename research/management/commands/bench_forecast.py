@@ -10,11 +10,11 @@ from django.db import connection
 from django.utils import timezone
 
 from cluster_ops.common.benchdb import throwaway_database
+from research.round_bench import seed_cluster
 from scheduler.core.config import get_policy
 from scheduler.core.policy import UnknownPolicy
 from scheduler.forecasting import forecasts
 from scheduler.models import SchedulerSettings
-from scheduler.roundbench import seed_cluster
 
 
 class Command(BaseCommand):

@@ -4,9 +4,9 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from research.pollux import LOADS, POLICIES, WORKLOADS, cases, grid_table, replay, run_case
 from scheduler.core.config import policy_names
 from scheduler.sim.sampling import PHILLY_JOBS
-from scheduler.sim.validation import LOADS, POLICIES, WORKLOADS, cases, grid_table, replay, run_case
 
 MAX_SEED = 2**31 - 1
 

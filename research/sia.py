@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .metrics import ftf_values
-from .runner import Scenario, run_scenario
-from .sampling import JOBS_AT_LOAD_1, SIA_APPLICATIONS, default_cache_dir, sampled_workload
+from scheduler.sim.metrics import ftf_values
+from scheduler.sim.runner import Scenario, run_scenario
+from scheduler.sim.sampling import JOBS_AT_LOAD_1, SIA_APPLICATIONS, default_cache_dir, sampled_workload
 
 HOUR = 3600.0
 

@@ -4,10 +4,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from research.pollux import replay
+from research.sia import DEFAULT_SETS, POLICIES, SETS, cases, run_case, table
 from scheduler.core.config import policy_names
 from scheduler.sim.sampling import PHILLY_JOBS
-from scheduler.sim.sia_validation import DEFAULT_SETS, POLICIES, SETS, cases, run_case, table
-from scheduler.sim.validation import replay
 
 
 class Command(BaseCommand):

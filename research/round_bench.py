@@ -16,11 +16,11 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.utils import timezone
 
-from .core.fitted_profiles import FITTED_PROFILES
-from .core.types import ClusterSnapshot
-from .live import round as rounds
-from .models import Allocation, Gpu, Job, JobState, Node, SchedulerSettings, SchedulingRound, Tenant
-from .sim.synthetic import synthetic_snapshot
+from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.core.types import ClusterSnapshot
+from scheduler.live import round as rounds
+from scheduler.models import Allocation, Gpu, Job, JobState, Node, SchedulerSettings, SchedulingRound, Tenant
+from scheduler.sim.synthetic import synthetic_snapshot
 
 GPU_MODELS = {"a100": "NVIDIA A100-SXM4-80GB", "v100": "Tesla V100-SXM2-32GB"}
 
