@@ -44,10 +44,10 @@ from django.utils import timezone
 
 from cluster_ops.dashboards.fairness_data import finish_time_fairness
 from cluster_ops.dashboards.jobs_data import completion_times
-from scheduler.backends.slurm.accounting import sacct_comparison
+from scheduler.backends import BACKENDS
 from scheduler.core.power import PowerModel
 from scheduler.live.config import scheduler_settings
-from scheduler.models import ExecutorKind, Gpu, Job, JobState, Tenant
+from scheduler.models import Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, jain_index, percentile
 from telemetry import ledger, queries
 from telemetry.rollups import HOURS
@@ -301,10 +301,11 @@ def cluster_accounting_notes(covered: Period, tenant: Tenant | None, accounts: l
                              now: datetime) -> list[str]:
     """On a Slurm cluster: the report's GPU-hours per tenant beside sacct's for the same period (a tenant's
     report: its own line only)."""
-    if scheduler_settings().executor not in {ExecutorKind.SLURM, ExecutorKind.SLURM_OBSERVER}:
+    backend = BACKENDS.get(scheduler_settings().executor)
+    if backend is None or backend.compare_accounting is None:
         return []
     totals = {account.tenant: account.gpu_seconds for account in accounts if not account.owner}
-    return sacct_comparison(totals, covered.start, min(covered.end, now), only=tenant.name if tenant else None)
+    return backend.compare_accounting(totals, covered.start, min(covered.end, now), tenant.name if tenant else None)
 
 
 def usage_of(covered: Period, tenant: Tenant | None) -> list[queries.UtilisationPoint]:

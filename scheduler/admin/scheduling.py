@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 
+from scheduler.backends import backend_choices
 from scheduler.live.preview import Preview, preview_round
 
 from ..core.config import policy_label, policy_names, policy_summary
@@ -27,6 +28,7 @@ def policy_choices() -> list[tuple[str, str]]:
 
 class SchedulerSettingsForm(forms.ModelForm):
     policy = forms.ChoiceField(choices=policy_choices)
+    executor = forms.ChoiceField(choices=backend_choices, help_text="the cluster back-end that runs the decisions")
 
     class Meta:
         model = SchedulerSettings

@@ -10,9 +10,9 @@ Executors are the cluster back-end seam: ``simulated`` (progress by the goodput 
 of the live cluster), ``local`` (real processes started by node agents), ``slurm`` (Slurm jobs on the decided
 nodes, ``scheduler/backends/slurm``) and ``slurm-observer`` (Slurm schedules; the console mirrors what it does). Each
 back-end registers itself by name (``register_backend``, called where it is defined); the scheduler app imports
-them when Django starts (``scheduler.apps``), so this seam imports none of them. A new back-end is a class with
-these verbs, its registration (with the check it makes of a new job), and its name among ``ExecutorKind``'s
-choices.
+them when Django starts (``scheduler.apps``, ``BACKEND_MODULES``), so this seam imports none of them. A new back-end
+is a class with these verbs, its registration (with the check it makes of a new job) and its module's path in
+``BACKEND_MODULES``; the settings offer every registered name, with no migration.
 """
 
 from __future__ import annotations
@@ -148,25 +148,44 @@ def refuse_scripts(job: Job) -> None:
                                               "starts the job's command."})
 
 
+AccountingComparison = Callable[[dict[str, float], datetime, datetime, "str | None"], list[str]]
+
+
+def wall_clock(row: SchedulerSettings) -> float:
+    return 1.0
+
+
 @dataclass(frozen=True)
 class Backend:
-    """A cluster back-end as the registry knows it: what makes its executor from the settings, and what it checks of
-    a job before the job is stored (``ValidationError`` naming the field; it may normalise the job's fields)."""
+    """A cluster back-end as the registry knows it: what makes its executor from the settings, what it checks of
+    a job before the job is stored (``ValidationError`` naming the field; it may normalise the job's fields), how
+    fast its jobs' clock runs against the wall, and how a report compares its GPU-hours with the cluster's own
+    accounting (``None``: the cluster keeps none)."""
 
     name: str
+    label: str
     make: Callable[[SchedulerSettings], Executor]
     check_submission: SubmissionCheck = refuse_scripts
+    clock_speedup: Callable[[SchedulerSettings], float] = wall_clock
+    compare_accounting: AccountingComparison | None = None
 
 
 # Back-end name (``SchedulerSettings.executor``) → the back-end.
 BACKENDS: dict[str, Backend] = {}
 
 
-def register_backend(name: str, make: Callable[[SchedulerSettings], Executor], *,
-                     check_submission: SubmissionCheck = refuse_scripts) -> None:
-    """Make ``name`` a back-end: ``make(settings)`` gives its executor, ``check_submission(job)`` vets a new job.
-    Each back-end's module calls this."""
-    BACKENDS[name] = Backend(name, make, check_submission)
+def register_backend(name: str, make: Callable[[SchedulerSettings], Executor], *, label: str,
+                     check_submission: SubmissionCheck = refuse_scripts,
+                     clock_speedup: Callable[[SchedulerSettings], float] = wall_clock,
+                     compare_accounting: AccountingComparison | None = None) -> None:
+    """Make ``name`` a back-end the settings may name: ``make(settings)`` gives its executor, ``check_submission(job)``
+    vets a new job (see ``Backend`` for the rest). Each back-end's module calls this; no migration is needed."""
+    BACKENDS[name] = Backend(name, label, make, check_submission, clock_speedup, compare_accounting)
+
+
+def backend_choices() -> list[tuple[str, str]]:
+    """``(name, label)`` of every registered back-end: what the settings offer."""
+    return [(name, BACKENDS[name].label) for name in sorted(BACKENDS)]
 
 
 def get_backend(name: str) -> Backend:

@@ -20,10 +20,11 @@ from django.db import models, transaction
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from scheduler.backends import BACKENDS
 from scheduler.live.forecast_requests import FORECAST_TASK, request_forecast
 
 from ..core.config import SchedulingConfig, policy_config_errors, policy_names
-from ..models import ExecutorKind, SchedulerSettings, SettingsChange
+from ..models import SchedulerSettings, SettingsChange
 
 logger = logging.getLogger(__name__)
 ROUND_TASK = "scheduler.run_round"
@@ -47,6 +48,9 @@ def settings_errors(row: SchedulerSettings) -> dict[str, list[str]]:
     except ValidationError as exc:
         errors.update((name, problems) for name, problems in exc.message_dict.items() if name in EDITABLE)
     errors.update(policy_errors(row.policy, row.policy_config))
+    if row.executor not in BACKENDS:
+        known = ", ".join(sorted(BACKENDS))
+        errors["executor"] = [f"Unknown cluster back-end {str(row.executor)[:50]!r}; known: {known}."]
     return errors
 
 
@@ -103,8 +107,9 @@ def scheduling_config(row: SchedulerSettings | None = None, **overrides: Any) ->
 
 
 def simulated_speedup(row: SchedulerSettings) -> float:
-    """How many times faster than the wall jobs run: the simulated executor's speed-up, else 1."""
-    return row.simulated_speedup if row.executor == ExecutorKind.SIMULATED else 1.0
+    """How many times faster than the wall jobs run on the settings' back-end (the simulated one's speed-up)."""
+    backend = BACKENDS.get(row.executor)
+    return backend.clock_speedup(row) if backend else 1.0
 
 
 ROUND_SCHEDULE_NAME = "scheduling-round"

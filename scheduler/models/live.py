@@ -53,11 +53,14 @@ class JobReport(models.Model):
         return f"{self.job} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
-class ExecutorKind(models.TextChoices):
-    SIMULATED = "simulated", "simulated (progress by the goodput model)"
-    LOCAL = "local", "local (real processes through node agents)"
-    SLURM = "slurm", "Slurm (the console schedules, Slurm runs the jobs)"
-    SLURM_OBSERVER = "slurm-observer", "Slurm observer (Slurm schedules, the console watches)"
+class ExecutorKind:
+    """The names of the built-in cluster back-ends. The settings accept any registered back-end
+    (``scheduler.backends.register_backend``), so a new one needs no migration."""
+
+    SIMULATED = "simulated"
+    LOCAL = "local"
+    SLURM = "slurm"
+    SLURM_OBSERVER = "slurm-observer"
 
 
 class SchedulerSettings(models.Model):
@@ -66,7 +69,9 @@ class SchedulerSettings(models.Model):
     policy = models.CharField(max_length=50, default="tiresias")
     round_seconds = models.PositiveIntegerField(
         default=60, validators=[MinValueValidator(1), MaxValueValidator(bounds.MAX_ROUND_SECONDS)])
-    executor = models.CharField(max_length=20, choices=ExecutorKind.choices, default=ExecutorKind.SIMULATED)
+    # A registered back-end's name (checked by the settings service against the registry, not by choices here).
+    executor = models.CharField(max_length=20, default=ExecutorKind.SIMULATED,
+                                help_text="the cluster back-end that runs the round's decisions")
     simulated_speedup = models.FloatField(
         default=1.0, validators=[MinValueValidator(bounds.SIMULATED_SPEEDUP_RANGE[0]),
                                  MaxValueValidator(bounds.SIMULATED_SPEEDUP_RANGE[1])],

@@ -9,12 +9,33 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from scheduler import services
-from scheduler.backends import BACKENDS, get_backend
+from scheduler.admin.scheduling import SchedulerSettingsForm
+from scheduler.backends import BACKENDS, Backend, backend_choices, get_backend
+from scheduler.live.config import scheduler_settings, update_settings
 from scheduler.models import ExecutorKind, Job, Tenant
 
 
-def test_every_back_end_the_settings_offer_is_registered_and_none_else() -> None:
-    assert set(BACKENDS) == set(ExecutorKind.values)
+@pytest.mark.django_db
+def test_the_settings_offer_every_registered_back_end() -> None:
+    assert [name for name, _ in backend_choices()] == ["local", "simulated", "slurm", "slurm-observer"]
+    field = SchedulerSettingsForm().fields["executor"]
+    assert [name for name, _ in field.choices] == sorted(BACKENDS)
+
+
+@pytest.mark.django_db
+def test_a_new_back_end_is_offered_and_accepted_without_a_migration(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(BACKENDS, "kubernetes", Backend("kubernetes", "Kubernetes", make=lambda config: None))
+    assert ("kubernetes", "Kubernetes") in SchedulerSettingsForm().fields["executor"].choices
+    assert update_settings(executor="kubernetes").executor == "kubernetes"
+
+
+@pytest.mark.django_db
+def test_a_back_end_that_is_not_registered_is_refused_by_the_field() -> None:
+    with pytest.raises(ValidationError) as refused:
+        update_settings(executor="kubernetes")
+    assert refused.value.message_dict["executor"] == [
+        "Unknown cluster back-end 'kubernetes'; known: local, simulated, slurm, slurm-observer."]
+    assert scheduler_settings().executor == ExecutorKind.SIMULATED
 
 
 def test_an_unknown_back_end_is_named_with_the_known_ones() -> None:

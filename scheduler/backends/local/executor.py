@@ -112,4 +112,4 @@ def _hosts_ever_used(job_ids: list[int]) -> dict[int, set[str]]:
     return used
 
 
-register_backend("local", lambda config: LocalExecutor())
+register_backend("local", lambda config: LocalExecutor(), label="local (real processes through node agents)")

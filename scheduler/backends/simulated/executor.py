@@ -92,4 +92,6 @@ class SimulatedExecutor:
 
 
 register_backend("simulated", lambda config: SimulatedExecutor(speedup=config.simulated_speedup,
-                                                                restart_seconds=config.restart_seconds))
+                                                                restart_seconds=config.restart_seconds),
+                 label="simulated (progress by the goodput model)",
+                 clock_speedup=lambda config: config.simulated_speedup)

@@ -47,6 +47,7 @@ from scheduler.backends import (
 )
 from scheduler.backends.files import SLURM_LOG, checkpoint_dir, job_dir
 from scheduler.backends.slurm import submission
+from scheduler.backends.slurm.accounting import sacct_comparison
 from scheduler.backends.slurm.client import (
     JobSpec,
     SlurmClient,
@@ -375,4 +376,5 @@ def batch_script(job: Job) -> str:
     return f"#!/bin/bash\n# Cluster Ops job {job.pk}\n{run}\n"
 
 
-register_backend("slurm", lambda config: SlurmExecutor(), check_submission=submission.check_job)
+register_backend("slurm", lambda config: SlurmExecutor(), label="Slurm (the console schedules, Slurm runs the jobs)",
+                 check_submission=submission.check_job, compare_accounting=sacct_comparison)

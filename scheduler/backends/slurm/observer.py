@@ -19,6 +19,7 @@ from django.db.models import Q
 
 from scheduler.backends import register_backend
 from scheduler.backends.slurm import submission
+from scheduler.backends.slurm.accounting import sacct_comparison
 from scheduler.backends.slurm.client import AccountedRun, SlurmJob
 from scheduler.backends.slurm.executor import ENDED, RUNNING, SlurmReader, charge_slurm_time, ending
 from scheduler.bounds import MAX_EXPECTED_SECONDS, MAX_GPUS, MAX_TOTAL_WORK
@@ -145,4 +146,6 @@ def _open_allocations(job: Job, slurm_job: SlurmJob, free: Mapping[str, list[int
     Allocation.objects.bulk_create(rows)
 
 
-register_backend("slurm-observer", lambda config: SlurmObserver(), check_submission=submission.check_script)
+register_backend("slurm-observer", lambda config: SlurmObserver(),
+                 label="Slurm observer (Slurm schedules, the console watches)",
+                 check_submission=submission.check_script, compare_accounting=sacct_comparison)
