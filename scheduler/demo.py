@@ -27,7 +27,8 @@ from scheduler.sim.traces import TraceJob, load_pollux_workload
 from scheduler.sim.workload import COMPLETION_PROGRESS, load_completion_progress
 from telemetry.schedule import sync_simulated_schedule
 
-from . import inventory, services
+from . import inventory
+from .jobs import verbs
 from .models import DemoFeed, Job, Node, Tenant
 
 
@@ -192,7 +193,7 @@ def _seed_tenants() -> int:
 
 
 def _submit(job: TraceJob, loop: int, tenant: Tenant, total_work: float, at: datetime) -> None:
-    services.submit_job(
+    verbs.submit_job(
         tenant=tenant, name=job.name if loop == 0 else f"{job.name}~{loop}", workload_profile=job.application,
         total_work=total_work, min_gpus=1, max_gpus=elastic_limit(job.num_gpus), submitted_at=at,
     )

@@ -33,7 +33,8 @@ django.setup()
 
 from django.utils import timezone  # noqa: E402
 
-from scheduler import services, whatif  # noqa: E402
+from scheduler import whatif  # noqa: E402
+from scheduler.jobs import verbs  # noqa: E402
 from scheduler.live.config import scheduler_settings  # noqa: E402
 from scheduler.models import Forecast, Job, JobForecast, Tenant, WhatIfRun, WhatIfStatus  # noqa: E402
 from scheduler.sim.runner import Scenario  # noqa: E402
@@ -51,7 +52,7 @@ def background_pid(var_dir: Path) -> int | None:
 def queue_work() -> tuple[Job, list[WhatIfRun]]:
     tenant = Tenant.objects.order_by("name").first()
     assert tenant is not None, "no tenant: start `make run` (it seeds the demo) first"
-    huge = services.submit_job(tenant=tenant, name="soak-huge", workload_profile="cifar10", total_work=1e9,
+    huge = verbs.submit_job(tenant=tenant, name="soak-huge", workload_profile="cifar10", total_work=1e9,
                                min_gpus=8, max_gpus=8)
     runs = []
     for seed in (1, 2):
@@ -103,7 +104,7 @@ def main() -> None:
     finally:
         for run in runs:
             whatif.cancel_run(run)
-        services.cancel_job(huge)
+        verbs.cancel_job(huge)
 
 
 if __name__ == "__main__":

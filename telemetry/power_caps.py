@@ -25,8 +25,8 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from scheduler.backends.local.executor import RETRY_POLICY, node_queue
+from scheduler.jobs.verbs import Actor
 from scheduler.models import Gpu, GpuHealth, Node
-from scheduler.services import Actor
 
 from . import collector
 from .models import GpuSample, PowerCap, PowerCapStatus

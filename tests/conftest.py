@@ -10,7 +10,8 @@ from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 
-from scheduler import inventory, services
+from scheduler import inventory
+from scheduler.jobs import verbs
 from scheduler.models import Job, Node, Tenant
 
 from . import prerequisites
@@ -85,7 +86,7 @@ def node(db: None) -> Node:
 
 @pytest.fixture
 def job(tenant: Tenant) -> Job:
-    return services.submit_job(tenant=tenant, name="resnet", workload_profile="cifar10", total_work=1000.0,
+    return verbs.submit_job(tenant=tenant, name="resnet", workload_profile="cifar10", total_work=1000.0,
                                min_gpus=1, max_gpus=4)
 
 

@@ -1,4 +1,4 @@
-"""The job queue in admin: filters, inlines, and actions that call ``scheduler.services``.
+"""The job queue in admin: filters, inlines, and actions that call ``scheduler.jobs.verbs``.
 
 The admin never changes a job's state itself.
 """
@@ -18,8 +18,9 @@ from django.utils.html import format_html_join
 from scheduler.backends import files
 from scheduler.forecasting.forecasts import NOT_WITHIN, clock, describe, frees_text, latest_for, starts_in
 
-from .. import bounds, services
+from .. import bounds
 from ..core.fitted_profiles import FITTED_PROFILES
+from ..jobs import verbs
 from ..models import (
     ACTIVE_STATES,
     QUEUED_STATES,
@@ -74,7 +75,7 @@ class GpuBoundsForm(forms.Form):
     def clean(self) -> dict:
         data = super().clean() or {}
         if data.get("min_gpus") and data.get("max_gpus") and data["max_gpus"] < data["min_gpus"]:
-            self.add_error("max_gpus", services.MAX_BELOW_MIN)
+            self.add_error("max_gpus", verbs.MAX_BELOW_MIN)
         return data
 
 
@@ -96,10 +97,10 @@ class JobAdminForm(forms.ModelForm):
         try:
             if self.instance.pk is None:
                 fields: dict[str, Any] = {name: data[name] for name in NEW_JOB_FIELDS if name in data}
-                services.new_job(**fields, owner=data.get("owner") or actor)
+                verbs.new_job(**fields, owner=data.get("owner") or actor)
             else:
                 job = self.instance
-                services.check_job_change(job, data.get("min_gpus", job.min_gpus), data.get("max_gpus", job.max_gpus),
+                verbs.check_job_change(job, data.get("min_gpus", job.min_gpus), data.get("max_gpus", job.max_gpus),
                                           data.get("priority", job.priority), data.get("gpu_type", job.gpu_type) or "",
                                           actor)
         except ValidationError as refused:
@@ -228,26 +229,26 @@ class JobAdmin(ZonedTimeFilters, admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Job, form: forms.ModelForm, change: bool) -> None:
         if not change:
-            obj.pk = services.submit_job(
+            obj.pk = verbs.submit_job(
                 tenant=obj.tenant, name=obj.name, workload_profile=obj.workload_profile,
                 total_work=obj.total_work, min_gpus=obj.min_gpus, max_gpus=obj.max_gpus,
                 priority=obj.priority, gpu_type=obj.gpu_type, batch_size=obj.batch_size, command=obj.command,
                 script_path=obj.script_path, owner=obj.owner or request.user,
             ).pk
             return
-        services.set_gpu_bounds(obj, obj.min_gpus, obj.max_gpus, actor=request.user)
-        services.set_priority(obj, obj.priority, actor=request.user)
+        verbs.set_gpu_bounds(obj, obj.min_gpus, obj.max_gpus, actor=request.user)
+        verbs.set_priority(obj, obj.priority, actor=request.user)
         changed = set(form.changed_data) - {"min_gpus", "max_gpus", "priority"}
         if changed:
             obj.save(update_fields=sorted(changed))
 
     @admin.action(description="Cancel selected jobs", permissions=["change"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._apply(request, queryset, lambda job: services.cancel_job(job, actor=request.user), "cancelled")
+        self._apply(request, queryset, lambda job: verbs.cancel_job(job, actor=request.user), "cancelled")
 
     @admin.action(description="Requeue selected jobs", permissions=["change"])
     def requeue_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
-        self._apply(request, queryset, lambda job: services.requeue_job(job, actor=request.user), "requeued")
+        self._apply(request, queryset, lambda job: verbs.requeue_job(job, actor=request.user), "requeued")
 
     @admin.action(description="Change priority of selected jobs", permissions=["change"])
     def change_priority(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
@@ -255,7 +256,7 @@ class JobAdmin(ZonedTimeFilters, admin.ModelAdmin):
         if not form.is_valid():
             return self._action_form(request, queryset, form, "change_priority", "Change priority")
         priority = form.cleaned_data["priority"]
-        self._apply(request, queryset, lambda job: services.set_priority(job, priority, actor=request.user),
+        self._apply(request, queryset, lambda job: verbs.set_priority(job, priority, actor=request.user),
                     f"given priority {priority}")
         return None
 
@@ -266,7 +267,7 @@ class JobAdmin(ZonedTimeFilters, admin.ModelAdmin):
             return self._action_form(request, queryset, form, "change_gpu_bounds", "Change GPU bounds")
         low, high = form.cleaned_data["min_gpus"], form.cleaned_data["max_gpus"]
         self._apply(request, queryset,
-                    lambda job: services.set_gpu_bounds(job, low, high, actor=request.user),
+                    lambda job: verbs.set_gpu_bounds(job, low, high, actor=request.user),
                     f"given GPU bounds {low}..{high}")
         return None
 

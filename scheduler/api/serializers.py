@@ -15,8 +15,8 @@ from scheduler.forecasting.forecasts import frees_text, latest_for, visible_tena
 from .. import bounds
 from ..bounds import PRIORITY_RANGE
 from ..core.fitted_profiles import FITTED_PROFILES
+from ..jobs.verbs import TOTAL_WORK_RULE
 from ..models import FINISHED_STATES, QUEUED_STATES, Job, JobForecast, Tenant
-from ..services import TOTAL_WORK_RULE
 
 JOB_FIELDS = [
     "id", "tenant", "owner", "name", "workload_profile", "total_work", "min_gpus", "max_gpus", "priority",

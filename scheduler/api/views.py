@@ -25,7 +25,7 @@ from rest_framework.serializers import BaseSerializer, ValidationError
 
 from scheduler.live.refit import refit_job
 
-from .. import intake, services
+from ..jobs import intake, verbs
 from ..models import Job, JobState
 from .errors import field_errors
 from .permissions import JOB_TOKEN_HEADER, HasJobToken, StaffHaveModelPermissions
@@ -112,9 +112,9 @@ class JobViewSet(ThrottleAnonymousRefusals, mixins.ListModelMixin, mixins.Retrie
         wanted = change.validated_data
         bounds = wanted.get("min_gpus", job.min_gpus), wanted.get("max_gpus", job.max_gpus)
         with transaction.atomic():  # a priority refused leaves the bounds as they were
-            job = services.set_gpu_bounds(job, *bounds, actor=request.user)
+            job = verbs.set_gpu_bounds(job, *bounds, actor=request.user)
             if "priority" in wanted:
-                job = services.set_priority(job, wanted["priority"], actor=request.user)
+                job = verbs.set_priority(job, wanted["priority"], actor=request.user)
         return Response(JobSerializer(job).data)
 
     @extend_schema(request=CancelSerializer, responses={200: JobSerializer, 409: OpenApiTypes.OBJECT})
@@ -125,7 +125,7 @@ class JobViewSet(ThrottleAnonymousRefusals, mixins.ListModelMixin, mixins.Retrie
         form = CancelSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
-            job = services.cancel_job(job, actor=request.user, reason=form.validated_data["reason"])
+            job = verbs.cancel_job(job, actor=request.user, reason=form.validated_data["reason"])
         except DjangoValidationError as refused:  # the only refusal: a finished job cannot become cancelled
             return Response(field_errors(refused), status=status.HTTP_409_CONFLICT)
         return Response(JobSerializer(job).data)

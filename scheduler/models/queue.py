@@ -2,7 +2,7 @@
 
 The database enforces what it can (check and partial unique constraints), so an
 invariant holds even when Python-side validation is bypassed. Verbs that span rows or
-open transactions live in ``scheduler/services.py``.
+open transactions live in ``scheduler/jobs/`` (the queue) and ``scheduler/inventory.py`` (nodes and GPUs).
 """
 
 from __future__ import annotations

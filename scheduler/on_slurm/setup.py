@@ -18,9 +18,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from scheduler import services
 from scheduler.backends.slurm.client import SlurmRefused, connect
 from scheduler.backends.slurm.inventory import sync_inventory
+from scheduler.jobs import verbs
 from scheduler.live.config import update_settings
 from scheduler.models import ExecutorKind, Job, Tenant
 
@@ -56,7 +56,7 @@ def submit_examples(count: int, now: datetime, seed: int = 0) -> int:
     with transaction.atomic():
         for number in range(count):
             steps = chance.randrange(400, 1200, 100)
-            services.submit_job(
+            verbs.submit_job(
                 tenant=tenants[number % len(tenants)], name=f"example-{number + 1}", workload_profile="cifar10",
                 total_work=steps * GLOBAL_BATCH, min_gpus=1, max_gpus=4, submitted_at=now,
                 command=f"{sys.executable} {EXAMPLE} --steps {steps} --step-seconds 0.1 --report-every 20",

@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from cluster_ops.api_tokens import issue_token
-from scheduler import services
+from scheduler.jobs import verbs
 from scheduler.models import Job, Tenant
 
 
@@ -29,7 +29,7 @@ def outsider(other_tenant: Tenant) -> User:
 
 @pytest.fixture
 def other_job(other_tenant: Tenant) -> Job:
-    return services.submit_job(tenant=other_tenant, name="bert-large", workload_profile="bert", total_work=500.0)
+    return verbs.submit_job(tenant=other_tenant, name="bert-large", workload_profile="bert", total_work=500.0)
 
 
 def token_client(user: User | None, enforce_csrf_checks: bool = False) -> APIClient:

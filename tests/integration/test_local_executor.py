@@ -18,8 +18,9 @@ from celery import Celery
 from django.db import connection
 
 from cluster_ops.celery import app as default_app
-from scheduler import inventory, services
+from scheduler import inventory
 from scheduler.backends import files
+from scheduler.jobs import verbs
 from scheduler.live import round as rounds
 from scheduler.live.config import scheduler_settings
 from scheduler.models import Allocation, Job, JobState, SchedulerSettings, Tenant
@@ -118,7 +119,7 @@ def logged_past(job_id: int, generation: int, step: int) -> Callable[[], bool]:
 
 
 def round_with(job: Job, low: int, high: int) -> None:
-    services.set_gpu_bounds(job, low, high)
+    verbs.set_gpu_bounds(job, low, high)
     row = rounds.run_round()
     assert row is not None and row.status == "ok" and row.decisions == 1, row and row.error
 
@@ -130,7 +131,7 @@ def test_an_elastic_job_runs_is_rescaled_twice_resumes_and_succeeds(
     inventory.register_node(HOST, specs)
     scheduler_settings()
     SchedulerSettings.objects.filter(pk=1).update(executor="local", policy="fifo")
-    job = services.submit_job(tenant=tenant, name="elastic", workload_profile="cifar10", total_work=STEPS * 64,
+    job = verbs.submit_job(tenant=tenant, name="elastic", workload_profile="cifar10", total_work=STEPS * 64,
                               min_gpus=1, max_gpus=2)
     Job.objects.filter(pk=job.pk).update(
         command=f"{sys.executable} {EXAMPLE} --steps {STEPS} --step-seconds 0.02 --checkpoint-every 1000")

@@ -16,7 +16,7 @@ import pytest
 from django.utils import timezone
 
 from cluster_ops import services as shell_services
-from scheduler import services
+from scheduler.jobs import verbs
 from scheduler.models import RoundStatus, SchedulerSettings, SchedulingRound
 
 from .conftest import free_port, wait_until
@@ -66,7 +66,7 @@ def test_prometheus_scrapes_the_server_and_loads_the_rules(prometheus: str, tena
     SchedulerSettings.objects.update_or_create(pk=1, defaults={"round_seconds": 60})
     SchedulingRound.objects.create(policy="tiresias", started_at=now, finished_at=now, status=RoundStatus.OK)
     shell_services.record_heartbeat("celery@test", now)
-    services.submit_job(tenant=tenant, name="queued", workload_profile="cifar10", total_work=1,
+    verbs.submit_job(tenant=tenant, name="queued", workload_profile="cifar10", total_work=1,
                         submitted_at=now - timedelta(minutes=3))
 
     def target_up() -> bool:

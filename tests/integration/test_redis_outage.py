@@ -29,7 +29,8 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from cluster_ops.api_tokens import issue_token
-from scheduler import inventory, services
+from scheduler import inventory
+from scheduler.jobs import verbs
 from scheduler.live.config import sync_round_schedule, update_settings
 from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Job, RoundStatus, SchedulingRound, Tenant, WhatIfRun
 
@@ -114,7 +115,7 @@ def seed() -> str:
                                       for i in range(8)])
     tenant = Tenant.objects.create(name="vision", gpu_quota=16)
     for number in range(2):
-        services.submit_job(tenant=tenant, name=f"before-{number}", workload_profile="bert", total_work=1e9,
+        verbs.submit_job(tenant=tenant, name=f"before-{number}", workload_profile="bert", total_work=1e9,
                             min_gpus=1, max_gpus=2)
     update_settings(policy="tiresias", round_seconds=2, executor="simulated")
     sync_round_schedule()

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from scheduler import inventory, services, whatif
+from scheduler import inventory, whatif
+from scheduler.jobs import verbs
 from scheduler.live.config import sync_round_schedule, update_settings
 from scheduler.models import RoundStatus, SchedulingRound, Tenant, WhatIfRun, WhatIfStatus
 from scheduler.sim.runner import Scenario
@@ -45,7 +46,7 @@ def test_live_rounds_keep_their_interval_while_what_ifs_fill_the_background_work
     inventory.register_node("a100-00", [inventory.GpuSpec(i, f"GPU-a-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400)
                                        for i in range(8)])
     tenant = Tenant.objects.create(name="vision", gpu_quota=8)
-    services.submit_job(tenant=tenant, name="live", workload_profile="bert", total_work=1e9, min_gpus=1, max_gpus=4)
+    verbs.submit_job(tenant=tenant, name="live", workload_profile="bert", total_work=1e9, min_gpus=1, max_gpus=4)
     update_settings(policy="tiresias", round_seconds=ROUND_SECONDS, executor="simulated")
     sync_round_schedule()
     scenario = Scenario(trace="endless.csv", policy="pollux", round_seconds=1.0, nodes=16, gpus_per_node=4)

@@ -16,7 +16,7 @@ from cluster_ops.reports import periods, render, services
 from cluster_ops.reports.charts import draw_charts
 from cluster_ops.reports.content import build_content
 from scheduler import inventory
-from scheduler import services as scheduler_services
+from scheduler.jobs import verbs
 from scheduler.models import Job, JobState, Node, Tenant
 from telemetry.rollups import roll_up_hours, roll_up_minutes
 from tests.telemetry.readings_helpers import T0, allocate, at, ingest, reading
@@ -32,7 +32,7 @@ EIGHT, NOW = 8 * 3600, 9.5 * 3600  # the cluster's first job at 08:00; the repor
 @pytest.fixture
 def morning(node: Node, tenant: Tenant) -> periods.Period:
     """A cluster whose first job started at 08:00 on 2 of its 4 GPUs, sampled every 30 s until 09:30."""
-    job = scheduler_services.submit_job(tenant=tenant, name="early", workload_profile="cifar10", total_work=1,
+    job = verbs.submit_job(tenant=tenant, name="early", workload_profile="cifar10", total_work=1,
                                         submitted_at=at(EIGHT))
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, started_at=at(EIGHT))
     allocate(job, "GPU-node1-0", EIGHT)
@@ -143,7 +143,7 @@ def test_a_period_before_the_clusters_first_data_says_so_not_a_zero_length_span(
     first = at(0)  # the cluster's first data: an allocation today
     inventory.register_node("n9", [inventory.GpuSpec(0, "GPU-n9-0", "NVIDIA A100-SXM4-80GB",
                                                                        81920, 400)])
-    job = scheduler_services.submit_job(tenant=tenant, name="j", workload_profile="cifar10", total_work=1.0,
+    job = verbs.submit_job(tenant=tenant, name="j", workload_profile="cifar10", total_work=1.0,
                                         submitted_at=first)
     allocate(job, "GPU-n9-0", 0)
     midnight = first.replace(hour=0, minute=0, second=0, microsecond=0)

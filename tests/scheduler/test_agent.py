@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from scheduler import services
 from scheduler.backends import GpuPlace, Launch, files
 from scheduler.backends.local import agent
 from scheduler.backends.local.executor import to_message
 from scheduler.backends.local.supervise import write_exit
+from scheduler.jobs import verbs
 from scheduler.models import Allocation, Gpu, Job, JobState, Node
 
 PY = sys.executable
@@ -216,7 +216,7 @@ def test_poll_stops_the_ranks_of_a_cancelled_job(dirs: Path, job: Job, node: Nod
     launch = running(job, node, 1, generation=1, command=f"{PY} -c 'import time; time.sleep(60)'")
     agent.apply(to_message(launch), hostname="node1")
     pid = agent.read_run("node1", job.pk).pids[0]
-    services.cancel_job(job)
+    verbs.cancel_job(job)
     assert agent.poll("node1") == {job.pk: "stopped: the job is over"}
     assert not agent.alive(pid) and agent.read_run("node1", job.pk) is None
 

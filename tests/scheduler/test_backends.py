@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 from django.core.exceptions import ValidationError
 
-from scheduler import services
 from scheduler.admin.scheduling import SchedulerSettingsForm
 from scheduler.backends import BACKENDS, Backend, backend_choices, get_backend
+from scheduler.jobs import verbs
 from scheduler.live.config import scheduler_settings, update_settings
 from scheduler.models import ExecutorKind, Job, Tenant
 
@@ -45,7 +45,7 @@ def test_an_unknown_back_end_is_named_with_the_known_ones() -> None:
 
 def test_a_back_end_without_batch_scripts_refuses_one_by_the_field(tenant: Tenant) -> None:
     with pytest.raises(ValidationError) as refused:
-        services.submit_job(tenant=tenant, name="bad", workload_profile="cifar10", total_work=10.0,
+        verbs.submit_job(tenant=tenant, name="bad", workload_profile="cifar10", total_work=10.0,
                             script_path="train.sh")
     assert "Batch scripts run on the Slurm back-end only" in str(refused.value.message_dict["script_path"])
     assert not Job.objects.filter(name="bad").exists()
@@ -61,5 +61,5 @@ def test_the_job_service_asks_the_clusters_own_back_end(tenant: Tenant, monkeypa
     monkeypatch.setitem(BACKENDS, "simulated",
                         dataclasses.replace(BACKENDS["simulated"], check_submission=refuse_every_tenant))
     with pytest.raises(ValidationError, match="not an account here"):
-        services.submit_job(tenant=tenant, name="vetted", workload_profile="cifar10", total_work=10.0)
+        verbs.submit_job(tenant=tenant, name="vetted", workload_profile="cifar10", total_work=10.0)
     assert asked == ["vetted"] and not Job.objects.filter(name="vetted").exists()

@@ -8,8 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler import services
 from scheduler.forecasting import forecasts
+from scheduler.jobs import verbs
 from scheduler.live.config import update_settings
 from scheduler.live.lease import take_lease
 from scheduler.models import Forecast, Job, JobState, Tenant
@@ -49,7 +49,7 @@ def test_a_job_that_cannot_finish_within_the_horizon_does_not_hold_up_the_rest(t
     """A tenant's 1e9-work job (within the accepted bounds) made every forecast run out of time: simulated round by
     round to the 30-day horizon. It is 'not within 30 days' at once; the rest of the queue is still forecast."""
     update_settings(policy="sia-profiled", round_seconds=30)  # an elastic policy: a round every interval
-    services.submit_job(tenant=tenant, name="huge", workload_profile="cifar10", total_work=1e9, min_gpus=2,
+    verbs.submit_job(tenant=tenant, name="huge", workload_profile="cifar10", total_work=1e9, min_gpus=2,
                         max_gpus=2, submitted_at=NOW - timedelta(seconds=100))
     rigid(tenant, "B", 2, 50, 50)
     rigid(tenant, "C", 4, 60, 40)

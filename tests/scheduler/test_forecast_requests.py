@@ -13,8 +13,9 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from cluster_ops.dashboards.forecast_data import waiting_forecast
-from scheduler import services, tasks
+from scheduler import tasks
 from scheduler.forecasting import forecasts
+from scheduler.jobs import verbs
 from scheduler.live import forecast_requests
 from scheduler.live.lease import lease_holder, release_lease, take_lease
 from scheduler.live.start_requests import START_TASK
@@ -44,14 +45,14 @@ def test_a_submission_asks_for_a_forecast_once_per_burst(sent: list[dict[str, An
                                                          django_capture_on_commit_callbacks: Any) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         for i in range(5):
-            services.submit_job(tenant=tenant, name=f"burst-{i}", workload_profile="cifar10", total_work=1)
+            verbs.submit_job(tenant=tenant, name=f"burst-{i}", workload_profile="cifar10", total_work=1)
     assert [call["name"] for call in sent] == [forecast_requests.FORECAST_SOON_TASK]  # five submissions, one
     assert sent[0]["countdown"] == forecast_requests.DEBOUNCE_SECONDS
     cache.delete(forecast_requests.REQUESTED_KEY)  # the window passed
     job = Job.objects.first()
     assert job is not None
     with django_capture_on_commit_callbacks(execute=True):
-        services.cancel_job(job)
+        verbs.cancel_job(job)
     assert len(sent) == 2
 
 
@@ -61,7 +62,7 @@ def test_a_job_submitted_to_a_busy_queue_has_its_estimate_after_the_request(tena
     running = rigid(tenant, "running", 4, 600, 100)
     run_on_all_gpus(running, served=100)
     forecasts.refresh(force=True, samples=0)
-    newcomer = services.submit_job(tenant=tenant, name="newcomer", workload_profile="custom", total_work=1.0,
+    newcomer = verbs.submit_job(tenant=tenant, name="newcomer", workload_profile="custom", total_work=1.0,
                                    min_gpus=4, expected_seconds=60)
     assert waiting_forecast(operator, timezone.now()).jobs[0].starts == "no forecast yet"
 
@@ -95,7 +96,7 @@ def test_a_request_that_finds_a_forecast_being_made_tries_again(tenant: Tenant,
 def submit_at(tenant: Tenant, times: list[float]) -> None:
     now = timezone.now()
     for i, seconds in enumerate(times):
-        services.submit_job(tenant=tenant, name=f"j{i}", workload_profile="cifar10", total_work=1,
+        verbs.submit_job(tenant=tenant, name=f"j{i}", workload_profile="cifar10", total_work=1,
                             submitted_at=now - timedelta(seconds=seconds))
 
 
@@ -157,7 +158,7 @@ def test_a_quick_forecast_is_followed_by_one_with_arrivals_when_they_are_assumed
         Job.objects.create(tenant=tenant, name=f"past-{at:.0f}", workload_profile="custom", total_work=1.0,
                            expected_seconds=60, submitted_at=now - timedelta(seconds=at), state="succeeded",
                            finished_at=now - timedelta(seconds=at - 1))
-    services.submit_job(tenant=tenant, name="new", workload_profile="custom", total_work=1.0, min_gpus=4,
+    verbs.submit_job(tenant=tenant, name="new", workload_profile="custom", total_work=1.0, min_gpus=4,
                         expected_seconds=60)
 
     tasks.forecast_soon.run()

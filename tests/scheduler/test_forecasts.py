@@ -7,8 +7,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.test import Client
 
-from scheduler import inventory, services
+from scheduler import inventory
 from scheduler.forecasting import forecasts, runtime_models
+from scheduler.jobs import verbs
 from scheduler.live import forecast_requests
 from scheduler.live.config import FORECAST_SCHEDULE_NAME, TRAIN_SCHEDULE_NAME, scheduler_settings, sync_round_schedule
 from scheduler.models import (
@@ -40,7 +41,7 @@ def cluster(db: None) -> Node:
 
 def rigid(tenant: Tenant, name: str, gpus: int, expected: float, submitted: float) -> Job:
     """A job without a profile (its profile is not a fitted one) whose owner expects ``expected`` seconds."""
-    return services.submit_job(tenant=tenant, name=name, workload_profile="custom", total_work=1.0, min_gpus=gpus,
+    return verbs.submit_job(tenant=tenant, name=name, workload_profile="custom", total_work=1.0, min_gpus=gpus,
                                expected_seconds=expected, submitted_at=NOW - timedelta(seconds=submitted))
 
 

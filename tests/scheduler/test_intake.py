@@ -1,10 +1,10 @@
-"""Idempotent submission (scheduler/intake.py) when two tries with one key race each other."""
+"""Idempotent submission (scheduler/jobs/intake.py) when two tries with one key race each other."""
 
 from __future__ import annotations
 
 import pytest
 
-from scheduler import intake
+from scheduler.jobs import intake
 from scheduler.models import Job, Tenant
 
 

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import ValidationError
 
-from scheduler import services
 from scheduler.core.config import build_policy
 from scheduler.core.policies.pollux import PolluxPolicy
+from scheduler.jobs import verbs
 from scheduler.live import memory
 from scheduler.live import round as rounds
 from scheduler.live.config import scheduling_config, update_settings
@@ -46,7 +46,7 @@ def test_switching_policy_keeps_the_round_s_rescale_history(db: None, tenant, no
     update_settings(policy="pollux")
     RoundMemory.objects.update_or_create(pk=1, defaults={"rescales": {"7": [now.timestamp() - 60]}})
     update_settings(policy="fifo")
-    job = services.submit_job(tenant=tenant, name="j", workload_profile="trace", total_work=1e5, min_gpus=1,
+    job = verbs.submit_job(tenant=tenant, name="j", workload_profile="trace", total_work=1e5, min_gpus=1,
                               max_gpus=1, submitted_at=now - timedelta(seconds=5))
     assert rounds.run_round(now=now) is not None
     assert RoundMemory.objects.get().rescales == {}  # job 7 is gone: its history is dropped, not kept per policy
@@ -74,7 +74,7 @@ def test_a_solver_without_an_answer_is_recorded_on_the_round(db: None, tenant, n
     from scheduler.core.policies import sia
 
     update_settings(policy="sia")
-    services.submit_job(tenant=tenant, name="j", workload_profile="cifar10", total_work=1e6, min_gpus=1,
+    verbs.submit_job(tenant=tenant, name="j", workload_profile="cifar10", total_work=1e6, min_gpus=1,
                         max_gpus=4, submitted_at=now - timedelta(seconds=5))
     assert rounds.run_round(now=now).starts == 1
     monkeypatch.setattr(sia, "milp", lambda *args, **kwargs: SimpleNamespace(x=None, status=1))

@@ -10,11 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler import inventory, services
+from scheduler import inventory
 from scheduler.backends import get_executor
 from scheduler.core.config import build_policy, policy_names
 from scheduler.forecasting import forecasts
 from scheduler.forecasting.runtime_models import runtime_predictor
+from scheduler.jobs import verbs
 from scheduler.live import round as rounds
 from scheduler.live.config import scheduler_settings, scheduling_config, update_settings
 from scheduler.live.snapshot import build_snapshot
@@ -37,7 +38,7 @@ def mixed_cluster(db: None) -> None:
 
 def queue(tenants: list[Tenant], start) -> None:
     for n, (profile, low, high) in enumerate(JOBS):
-        services.submit_job(tenant=tenants[n % 2], name=f"{profile}-{n}", workload_profile=profile,
+        verbs.submit_job(tenant=tenants[n % 2], name=f"{profile}-{n}", workload_profile=profile,
                             total_work=50_000.0 * (n + 1), min_gpus=low, max_gpus=high,
                             submitted_at=start + timedelta(seconds=n))
 

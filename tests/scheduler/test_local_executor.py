@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from celery import Celery
 
-from scheduler import inventory, services
+from scheduler import inventory
 from scheduler.backends import GpuPlace, Launch, files
 from scheduler.backends.local.executor import APPLY_TASK, POLL_TASK, LocalExecutor, from_message, to_message
+from scheduler.jobs import verbs
 from scheduler.live import round as rounds
 from scheduler.models import Allocation, Gpu, Job, JobState, Node
 
@@ -84,10 +85,10 @@ def test_observe_counts_gpu_time_polls_busy_nodes_and_drops_jobs_that_ended(tena
     hold(job, list(node.gpus.all()[:2]), now - timedelta(seconds=30))
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, accounted_at=now - timedelta(seconds=30),
                                          progress=250.0)
-    done = services.submit_job(tenant=tenant, name="done", workload_profile="cifar10", total_work=10.0)
+    done = verbs.submit_job(tenant=tenant, name="done", workload_profile="cifar10", total_work=10.0)
     hold(done, list(node2.gpus.all()[:1]), now - timedelta(seconds=30))
     Job.objects.filter(pk=done.pk).update(state=JobState.RUNNING, accounted_at=now - timedelta(seconds=30))
-    waiting = services.submit_job(tenant=tenant, name="waiting", workload_profile="cifar10", total_work=10.0)
+    waiting = verbs.submit_job(tenant=tenant, name="waiting", workload_profile="cifar10", total_work=10.0)
     snap = rounds.build_snapshot(now).snap
     Job.objects.filter(pk=done.pk).update(state=JobState.SUCCEEDED)  # an agent recorded it meanwhile
 

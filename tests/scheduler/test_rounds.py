@@ -8,11 +8,12 @@ import pytest
 from django.db.models import Count
 from django_celery_beat.models import PeriodicTask
 
-from scheduler import inventory, services
+from scheduler import inventory
 from scheduler.core.fitted_profiles import FITTED_PROFILES
 from scheduler.core.policy import Capabilities
 from scheduler.core.speed import job_speed
 from scheduler.core.types import PolicyResult
+from scheduler.jobs import verbs
 from scheduler.live import round as rounds
 from scheduler.live.config import ROUND_SCHEDULE_NAME, sync_round_schedule, update_settings
 from scheduler.live.refit import model_as_json
@@ -44,7 +45,7 @@ def cluster(db: None) -> list[Node]:
 
 def submit(tenant: Tenant, name: str, gpus: int, work: float = 3600.0, at: datetime | None = None, **kw) -> Job:
     # A profile the core does not know: a rigid job whose work is seconds at min_gpus.
-    return services.submit_job(tenant=tenant, name=name, workload_profile="trace", total_work=work,
+    return verbs.submit_job(tenant=tenant, name=name, workload_profile="trace", total_work=work,
                                min_gpus=gpus, max_gpus=gpus, submitted_at=at, **kw)
 
 
@@ -89,13 +90,13 @@ def test_the_simulated_executor_finishes_a_job_when_its_work_is_done(cluster, te
 
 def test_an_elastic_job_is_rescaled_and_pays_its_restart_delay(cluster, tenant, now) -> None:
     update_settings(policy="pollux", simulated_speedup=1.0, restart_seconds=60)
-    job = services.submit_job(tenant=tenant, name="bert", workload_profile="bert", total_work=1e9,
+    job = verbs.submit_job(tenant=tenant, name="bert", workload_profile="bert", total_work=1e9,
                               min_gpus=1, max_gpus=8)
     rounds.run_round(now=now)
     job.refresh_from_db()
     held = len(open_gpus(job))
     assert held >= 1 and job.state == JobState.RUNNING
-    services.set_gpu_bounds(job, 1, held + 1 if held < 8 else 4)
+    verbs.set_gpu_bounds(job, 1, held + 1 if held < 8 else 4)
     row = rounds.run_round(now=now + timedelta(seconds=60))
     job.refresh_from_db()
     assert row is not None and row.rescales == 1 and job.state == JobState.RESCALING and job.restarts == 1
@@ -116,7 +117,7 @@ def test_an_elastic_job_is_rescaled_and_pays_its_restart_delay(cluster, tenant, 
 
 def test_progress_follows_the_goodput_model(cluster, tenant, now) -> None:
     update_settings(policy="fifo", simulated_speedup=3.0)
-    job = services.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
+    job = verbs.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
                               min_gpus=2, max_gpus=2)
     rounds.run_round(now=now)
     rounds.run_round(now=now + timedelta(seconds=100))
@@ -177,7 +178,7 @@ def test_cancelling_a_running_job_tells_the_executor_to_stop_it(cluster, tenant,
     update_settings(policy="fifo")
     job = submit(tenant, "j", 2)
     rounds.run_round(now=now)
-    services.cancel_job(Job.objects.get(pk=job.pk))
+    verbs.cancel_job(Job.objects.get(pk=job.pk))
     stop = rounds.unlaunched()
     assert [(launch.job_id, launch.gpus) for launch in stop] == [(job.pk, ())]
 
@@ -205,7 +206,7 @@ def test_bad_settings_are_refused_by_field(db: None) -> None:
 def test_every_round_leaves_each_gpu_with_at_most_one_open_allocation(cluster, tenant, other_tenant, now) -> None:
     update_settings(policy="pollux", simulated_speedup=20.0)
     for i in range(12):
-        services.submit_job(tenant=(tenant, other_tenant)[i % 2], name=f"j{i}", workload_profile="cifar10",
+        verbs.submit_job(tenant=(tenant, other_tenant)[i % 2], name=f"j{i}", workload_profile="cifar10",
                             total_work=2000.0 * (i + 1), min_gpus=1, max_gpus=4,
                             submitted_at=now + timedelta(seconds=i))
     for minute in range(30):
@@ -236,7 +237,7 @@ def test_mig_split_gpus_and_their_instances_are_never_given_to_jobs(tenant, now)
 
 
 def test_a_refit_replaces_the_model_of_the_type_it_ran_on_only(cluster, tenant, now) -> None:
-    job = services.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
+    job = verbs.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
                               min_gpus=1, max_gpus=4)
     refitted = FITTED_PROFILES["cifar10"]["t4"]  # a slower model, stored as the job's own on a100
     Job.objects.filter(pk=job.pk).update(fitted_model=model_as_json("a100", refitted, reports=4))
@@ -250,7 +251,7 @@ def test_a_move_between_gpu_types_is_recorded_with_both_types_and_shown_so(tenan
 
     for host, model in (("v", "Tesla V100-SXM2-32GB"), ("a", "NVIDIA A100-SXM4-80GB")):
         inventory.register_node(host, [inventory.GpuSpec(i, f"GPU-{host}-{i}", model, 32768, 300) for i in range(4)])
-    job = services.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
+    job = verbs.submit_job(tenant=tenant, name="cifar", workload_profile="cifar10", total_work=1e9,
                               min_gpus=1, max_gpus=4)
 
     class OnType:

@@ -9,9 +9,10 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
-from scheduler import inventory, services
+from scheduler import inventory
 from scheduler.core.config import get_policy
 from scheduler.core.cycle import Action, CycleResult, run_cycle
+from scheduler.jobs import verbs
 from scheduler.live import round as rounds
 from scheduler.live import writer
 from scheduler.live.config import scheduler_settings, update_settings
@@ -44,7 +45,7 @@ def cluster(db: None) -> list[Node]:
 
 def submit(tenant: Tenant, name: str, gpus: int, at: datetime, gpu_type: str = "") -> Job:
     # A profile the core does not know: a rigid job, one work unit per second; 1e6 s never finishes here.
-    job = services.submit_job(tenant=tenant, name=name, workload_profile="trace", total_work=1e6,
+    job = verbs.submit_job(tenant=tenant, name=name, workload_profile="trace", total_work=1e6,
                               min_gpus=gpus, max_gpus=gpus, submitted_at=at)
     Job.objects.filter(pk=job.pk).update(gpu_type=gpu_type)
     return job
@@ -159,7 +160,7 @@ def test_a_job_cancelled_between_snapshot_and_write_is_not_started(cluster, tena
     cancelled, other = submit(tenant, "cancelled", 4, now), submit(tenant, "other", 2, now + timedelta(seconds=1))
     live, result = decide(now)
     assert {result.decisions[str(j.pk)].action for j in (cancelled, other)} == {Action.START}
-    services.cancel_job(cancelled)
+    verbs.cancel_job(cancelled)
     row = write(live, result, now)
     assert (row.decisions, row.starts, row.skipped) == (1, 1, 1)
     assert (state(cancelled), held(cancelled)) == (JobState.CANCELLED, set())

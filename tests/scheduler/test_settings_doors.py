@@ -15,7 +15,8 @@ from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from cluster_ops.beat import GuardedDatabaseScheduler
 from cluster_ops.celery import app as celery_app
-from scheduler import inventory, services
+from scheduler import inventory
+from scheduler.jobs import verbs
 from scheduler.live import round as rounds
 from scheduler.live.config import (
     ROUND_SCHEDULE_NAME,
@@ -75,7 +76,7 @@ def test_the_environment_cannot_seed_a_round_interval_beat_cannot_run(monkeypatc
 def busy_cluster(tenant: Tenant, now: datetime) -> Job:
     inventory.register_node("n1", [inventory.GpuSpec(i, f"GPU-n1-{i}", "NVIDIA A100-SXM4-80GB", 81920, 400)
                                   for i in range(4)])
-    return services.submit_job(tenant=tenant, name="j", workload_profile="cifar10", total_work=1e6, max_gpus=2,
+    return verbs.submit_job(tenant=tenant, name="j", workload_profile="cifar10", total_work=1e6, max_gpus=2,
                                submitted_at=now)
 
 

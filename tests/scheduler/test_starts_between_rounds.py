@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 
-from scheduler import services, tasks
+from scheduler import tasks
 from scheduler.core.admission import BETWEEN_ROUNDS
+from scheduler.jobs import verbs
 from scheduler.live import round as rounds
 from scheduler.live import start_requests
 from scheduler.live.config import update_settings
@@ -40,7 +41,7 @@ def test_a_job_submitted_to_idle_gpus_starts_between_rounds(tenant, now) -> None
     assert first is not None and first.starts == 1
     held = open_gpus(running)
     memory = RoundMemory.objects.values_list("rescales", "yielded").get(pk=1)
-    arrival = services.submit_job(tenant=tenant, name="arrival", workload_profile="cifar10", total_work=1e6,
+    arrival = verbs.submit_job(tenant=tenant, name="arrival", workload_profile="cifar10", total_work=1e6,
                                   min_gpus=1, max_gpus=4, submitted_at=now + timedelta(seconds=10))
 
     row = rounds.start_between_rounds(now=now + timedelta(seconds=11))
@@ -63,7 +64,7 @@ def test_an_arrival_the_policy_would_preempt_for_waits_for_the_round(tenant, now
     update_settings(policy="sia-profiled")
     running = submit(tenant, "running", 4, at=now - timedelta(minutes=2))
     rounds.run_round(now=now)
-    services.submit_job(tenant=tenant, name="arrival", workload_profile="cifar10", total_work=1e6, min_gpus=1,
+    verbs.submit_job(tenant=tenant, name="arrival", workload_profile="cifar10", total_work=1e6, min_gpus=1,
                         max_gpus=8, submitted_at=now + timedelta(seconds=10))
     assert rounds.start_between_rounds(now=now + timedelta(seconds=11)) is None
     running.refresh_from_db()
@@ -105,7 +106,7 @@ def test_a_burst_of_submissions_asks_once_for_a_start_between_rounds(sent, tenan
                                                                     django_capture_on_commit_callbacks) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         for i in range(5):
-            services.submit_job(tenant=tenant, name=f"burst-{i}", workload_profile="cifar10", total_work=1)
+            verbs.submit_job(tenant=tenant, name=f"burst-{i}", workload_profile="cifar10", total_work=1)
     starts = [call for call in sent if call["name"] == start_requests.START_TASK]
     assert len(starts) == 1 and starts[0]["countdown"] == start_requests.DEBOUNCE_SECONDS
 
@@ -121,11 +122,11 @@ def test_a_cancel_that_frees_gpus_starts_a_waiting_job_between_rounds(sent, tena
     cache.delete(start_requests.REQUESTED_KEY)  # the submissions' own request is not the one under test
     sent.clear()
     with django_capture_on_commit_callbacks(execute=True):
-        services.cancel_job(pending)  # it held no GPUs: nothing to start
+        verbs.cancel_job(pending)  # it held no GPUs: nothing to start
     assert [call for call in sent if call["name"] == start_requests.START_TASK] == []
 
     with django_capture_on_commit_callbacks(execute=True):
-        services.cancel_job(running)
+        verbs.cancel_job(running)
 
     assert [call["name"] for call in sent].count(start_requests.START_TASK) == 1
     row = rounds.start_between_rounds(now=now + timedelta(seconds=5))

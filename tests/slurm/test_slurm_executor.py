@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from scheduler import services
 from scheduler.backends.files import job_dir
 from scheduler.backends.slurm.executor import REQUEUE_WAIT_SECONDS
+from scheduler.jobs import verbs
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
 from scheduler.models import (
@@ -67,7 +67,7 @@ def running_in_slurm(slurm: RunningLab, job: Job, gpus: int) -> dict[str, str]:
 def started(slurm: RunningLab, name: str, gpus: int, gpu_type: str, tenant: str = "vision") -> tuple[Job, dict]:
     """A rigid example job submitted and placed by a round; with its squeue line once it runs in Slurm."""
     run_round()  # the inventory
-    job = services.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1000,
+    job = verbs.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1000,
                               min_gpus=gpus, max_gpus=gpus, gpu_type=gpu_type, command=training_command())
     run_round()
     return job, running_in_slurm(slurm, job, gpus if gpus <= 4 else 4)
@@ -112,7 +112,7 @@ def test_a_resize_from_2_to_4_gpus_is_checkpoint_requeue_resize_release_and_keep
     wait_for(lambda: last_step(job) >= 30, "30 steps at 2 GPUs")
     slurm_id = job.cluster_job_id
 
-    services.set_gpu_bounds(job, 4, 4)
+    verbs.set_gpu_bounds(job, 4, 4)
     round_row = run_round()
 
     assert round_row.rescales == 1
@@ -138,7 +138,7 @@ def test_two_resizes_in_one_round_are_requeued_together(slurm: RunningLab) -> No
     second, _ = started(slurm, "second", 1, "v100", tenant="nlp")
     for job in (first, second):
         wait_for(lambda job=job: last_step(job) >= 10, f"{job} checkpointed once")
-        services.set_gpu_bounds(job, 2, 2)
+        verbs.set_gpu_bounds(job, 2, 2)
 
     round_row = run_round()
 
@@ -161,7 +161,7 @@ def test_preemption_requeues_and_holds_and_the_job_resumes_later(slurm: RunningL
 
     # by service charged, not by steps: how long 20 steps take depends on the machine
     wait_for(charged_past_the_first_queue, "more than 30 GPU-seconds charged to the first job")
-    new = services.submit_job(tenant="nlp", name="new", workload_profile="cifar10", total_work=1000,
+    new = verbs.submit_job(tenant="nlp", name="new", workload_profile="cifar10", total_work=1000,
                               min_gpus=8, max_gpus=8, gpu_type="v100", command=training_command())
 
     round_row = run_round()
@@ -175,7 +175,7 @@ def test_preemption_requeues_and_holds_and_the_job_resumes_later(slurm: RunningL
     running_in_slurm(slurm, new, 4)
     stopped_at = last_step(old)
 
-    services.cancel_job(Job.objects.get(pk=new.pk))
+    verbs.cancel_job(Job.objects.get(pk=new.pk))
     resumed = run_round()  # the cancel reaches Slurm, and the freed GPUs go back to the preempted job
 
     assert resumed.starts == 1
@@ -207,7 +207,7 @@ def test_a_slurm_outage_skips_rounds_loses_nothing_and_reconciles_after(slurm: R
 
     slurm.stop_controller()
     try:
-        waiting = services.submit_job(tenant="nlp", name="arrived meanwhile", workload_profile="cifar10",
+        waiting = verbs.submit_job(tenant="nlp", name="arrived meanwhile", workload_profile="cifar10",
                                       total_work=1000, min_gpus=1, max_gpus=1, gpu_type="a100",
                                       command=training_command())
         outage_began = time.monotonic()

@@ -16,9 +16,9 @@ from django.utils import timezone
 
 from cluster_ops.reports.content import build_content
 from cluster_ops.reports.periods import Period
-from scheduler import services
 from scheduler.backends.slurm.accounting import reconcile
 from scheduler.backends.slurm.client import JobSpec, RestTransport, SlurmRefused, SlurmUnavailable, connect
+from scheduler.jobs import verbs
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
 from scheduler.models import Allocation, ExecutorKind, Job, JobState, Tenant
@@ -69,11 +69,11 @@ def test_observer_mirrors_jobs_submitted_with_sbatch_and_changes_nothing(slurm: 
 def test_gpu_hours_agree_with_sacct_after_a_start_a_resize_and_a_finish(slurm: RunningLab) -> None:
     started = timezone.now() - timedelta(minutes=1)
     run_round()
-    job = services.submit_job(tenant="research", name="ledger", workload_profile="cifar10", total_work=1000,
+    job = verbs.submit_job(tenant="research", name="ledger", workload_profile="cifar10", total_work=1000,
                               min_gpus=1, max_gpus=1, gpu_type="a100", command=training_command(steps=150))
     run_round()
     wait_for(lambda: "step=40 " in _log(job), "40 steps")
-    services.set_gpu_bounds(job, 2, 2)
+    verbs.set_gpu_bounds(job, 2, 2)
     run_round()  # requeue at 2 GPUs
     wait_for(lambda: (run_round(), Job.objects.get(pk=job.pk).state)[1] == JobState.SUCCEEDED,
              "the job finished", timeout=120)

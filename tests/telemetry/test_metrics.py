@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from scheduler import services
+from scheduler.jobs import verbs
 from scheduler.models import Allocation, Job, JobState, Node, Tenant
 from telemetry import storage
 from telemetry.readings import GpuReading
@@ -37,7 +37,7 @@ def telemetry(node: Node, job: Job, other_tenant: Tenant, now: datetime) -> None
     Allocation.objects.create(job=job, gpu=node.gpus.get(index=0), started_at=now - timedelta(hours=1))
     Allocation.objects.create(job=job, gpu=node.gpus.get(index=1), started_at=now - timedelta(hours=1))
     for tenant, age in (("vision", 100), ("language", 300)):
-        services.submit_job(tenant=tenant, name=f"waits-{age}", workload_profile="cifar10", total_work=1,
+        verbs.submit_job(tenant=tenant, name=f"waits-{age}", workload_profile="cifar10", total_work=1,
                             submitted_at=now - timedelta(seconds=age))
     storage.ingest([
         GpuReading("GPU-node1-0", now - timedelta(seconds=5), gpu_util=2.0, mem_util=1.0, mem_used_mib=2048.0,

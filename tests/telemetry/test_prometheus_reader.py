@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from scheduler import inventory, services
+from scheduler import inventory
+from scheduler.jobs import verbs
 from scheduler.models import Job
 from telemetry import prometheus
 from telemetry.models import GpuSample, TelemetrySource
@@ -105,7 +106,7 @@ def test_an_unset_url_is_a_failure_not_a_crash(settings: Any) -> None:
 
 def test_a_sample_labelled_with_a_slurm_job_belongs_to_that_job(fake_api: type[Answer], tenant: Any) -> None:
     inventory.register_node("n1", [inventory.GpuSpec(0, "GPU-n1-0", "NVIDIA A100-SXM4-80GB", 81920, 400)])
-    job = services.submit_job(tenant=tenant, name="sbatch", workload_profile="cifar10", total_work=1)
+    job = verbs.submit_job(tenant=tenant, name="sbatch", workload_profile="cifar10", total_work=1)
     Job.objects.filter(pk=job.pk).update(cluster_job_id="4242")  # no allocation of the console's: Slurm's own job
     fake_api.status, fake_api.body = 200, matrix(
         series("DCGM_FI_DEV_GPU_UTIL", [[NOW.timestamp() - 5, "90"]], hpc_job="4242"))

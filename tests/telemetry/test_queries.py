@@ -9,7 +9,8 @@ from django.utils import timezone
 from django_celery_beat.models import PeriodicTask
 
 from research import telemetry_bench as bench
-from scheduler import inventory, services
+from scheduler import inventory
+from scheduler.jobs import verbs
 from scheduler.models import Gpu, Job, Node, Tenant
 from telemetry import ledger, queries, storage, tasks
 from telemetry.models import GpuHour, GpuMinute, JobUsageHour
@@ -47,7 +48,7 @@ def test_short_ranges_read_minutes_and_long_ones_hours(node: Node, second_node: 
 
 
 def test_tenant_usage_comes_from_job_hours(job: Job, tenant: Tenant, other_tenant: Tenant) -> None:
-    theirs = services.submit_job(tenant=other_tenant, name="bert", workload_profile="bert", total_work=1)
+    theirs = verbs.submit_job(tenant=other_tenant, name="bert", workload_profile="bert", total_work=1)
     JobUsageHour.objects.create(job=job, start=T0, allocated_seconds=7200, idle_allocated_seconds=3600, energy_j=7.2e6)
     JobUsageHour.objects.create(job=job, start=T0 + HOUR, allocated_seconds=3600, idle_allocated_seconds=0)
     JobUsageHour.objects.create(job=theirs, start=T0, allocated_seconds=3600, idle_allocated_seconds=900,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler import services
+from scheduler.jobs import verbs
 from scheduler.models import Job, Node, Tenant
 from telemetry.models import GpuHour, GpuMinute, JobUsageHour, RollupCursor
 from telemetry.rollups import roll_up_hours, roll_up_minutes
@@ -55,8 +55,8 @@ def test_a_gap_longer_than_five_minutes_counts_nothing(node: Node, job: Job) -> 
 
 
 def test_held_and_idle_seconds_follow_the_job_at_each_sample(node: Node, tenant: Tenant) -> None:
-    first = services.submit_job(tenant=tenant, name="a", workload_profile="cifar10", total_work=1)
-    second = services.submit_job(tenant=tenant, name="b", workload_profile="cifar10", total_work=1)
+    first = verbs.submit_job(tenant=tenant, name="a", workload_profile="cifar10", total_work=1)
+    second = verbs.submit_job(tenant=tenant, name="b", workload_profile="cifar10", total_work=1)
     allocate(first, GPU0, -60, 30)
     allocate(second, GPU0, 30)  # the GPU changes hands at 12:00:30
     ingest(*(reading(10 * i, gpu_util=u, power_w=100) for i, u in enumerate([50, 2, 3, 80, 1, None])))

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler import services
+from scheduler.jobs import verbs
 from scheduler.models import Job, Node, Tenant
 from telemetry import queries
 from telemetry.models import GpuMinute, ScopeMinute
@@ -24,7 +24,7 @@ GPU1 = "GPU-node1-1"
 def two_tenants_busy(node: Node, job: Job, other_tenant: Tenant) -> Job:
     """GPU 0 held by ``job`` (vision) at 2 % (idle), GPU 1 by a language job at 80 %, samples every 10 s for
     3 minutes at 200 W each; GPU 2 reports, unheld."""
-    other = services.submit_job(tenant=other_tenant, name="lang", workload_profile="bert", total_work=1)
+    other = verbs.submit_job(tenant=other_tenant, name="lang", workload_profile="bert", total_work=1)
     allocate(job, "GPU-node1-0", -60)
     allocate(other, GPU1, -60)
     for t in range(0, 180, 10):

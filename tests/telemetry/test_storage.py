@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from scheduler import services
+from scheduler.jobs import verbs
 from scheduler.models import Job, Node, Tenant
 from telemetry import storage
 from telemetry.models import (
@@ -36,7 +36,7 @@ def test_ingest_stores_every_metric_and_keeps_unknown_ones_null(node: Node) -> N
 
 
 def test_each_sample_gets_the_job_that_held_the_gpu_when_it_was_read(node: Node, job: Job, tenant: Tenant) -> None:
-    later = services.submit_job(tenant=tenant, name="later", workload_profile="cifar10", total_work=1)
+    later = verbs.submit_job(tenant=tenant, name="later", workload_profile="cifar10", total_work=1)
     allocate(job, GPU0, 0, 30)
     allocate(later, GPU0, 30)
     ingest(reading(-5), reading(0), reading(29), reading(30), reading(40), reading(10, uuid="GPU-node1-1"))

@@ -193,9 +193,9 @@ def test_why_pending_is_a_column_and_a_field(operator_client: Client, job: Job) 
 def test_job_list_is_newest_first_with_seconds(operator_client: Client, tenant: Tenant, now) -> None:
     from datetime import timedelta
 
-    from scheduler import services
+    from scheduler.jobs import verbs
     for name, age in (("older-job", 120), ("newer-job", 5)):
-        services.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1,
+        verbs.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1,
                             submitted_at=now - timedelta(seconds=age))
     listing = operator_client.get(reverse("admin:scheduler_job_changelist")).content.decode()
     assert listing.index("newer-job") < listing.index("older-job")
@@ -241,11 +241,11 @@ def test_a_naive_time_in_a_date_filter_is_read_in_the_current_zone_without_a_war
 
     from django.utils import timezone
 
-    from scheduler import services
+    from scheduler.jobs import verbs
 
     zone = timezone.get_current_timezone()
     for name, hour in (("early-job", 9), ("late-job", 11)):
-        services.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1,
+        verbs.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1,
                             submitted_at=timezone.make_aware(timezone.datetime(2026, 12, 1, hour), zone))
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)

@@ -14,7 +14,7 @@ from django.test import Client
 
 from cluster_ops.dashboards import common, utilisation
 from cluster_ops.dashboards.pages import PAGES
-from scheduler import services
+from scheduler.jobs import verbs
 from scheduler.models import Gpu, Job, Tenant
 
 
@@ -22,8 +22,8 @@ from scheduler.models import Gpu, Job, Tenant
 def member(tenant: Tenant, other_tenant: Tenant) -> User:
     user = User.objects.create_user("vision-member", password="pw-member-123")
     tenant.members.add(user)
-    services.submit_job(tenant=tenant, name="resnet-vision", workload_profile="cifar10", total_work=10.0)
-    services.submit_job(tenant=other_tenant, name="bert-language", workload_profile="bert", total_work=10.0)
+    verbs.submit_job(tenant=tenant, name="resnet-vision", workload_profile="cifar10", total_work=10.0)
+    verbs.submit_job(tenant=other_tenant, name="bert-language", workload_profile="bert", total_work=10.0)
     return user
 
 

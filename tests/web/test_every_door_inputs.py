@@ -81,8 +81,8 @@ def test_a_page_size_that_is_not_one_is_a_400_naming_it(operator: User, size: st
 
 
 def test_a_good_page_size_is_honoured(operator: User, tenant: Tenant) -> None:
-    from scheduler import services
+    from scheduler.jobs import verbs
 
     for index in range(3):
-        services.submit_job(tenant=tenant, name=f"j{index}", workload_profile="cifar10", total_work=1.0)
+        verbs.submit_job(tenant=tenant, name=f"j{index}", workload_profile="cifar10", total_work=1.0)
     assert len(token_client(operator).get("/api/jobs/?page_size=2").json()["results"]) == 2

@@ -3,7 +3,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler import services
+from scheduler.jobs import verbs
 from scheduler.models import Job
 
 
@@ -19,7 +19,7 @@ class Command(BaseCommand):
         if job is None:
             raise CommandError(f"job_id: no job with id {options['job_id']}.")
         try:
-            job = services.cancel_job(job, reason=options["reason"])
+            job = verbs.cancel_job(job, reason=options["reason"])
         except ValidationError as error:
             raise CommandError(" ".join(error.messages)) from None
         self.stdout.write(f"job {job.pk} ({job.name}) is {job.state}")

@@ -3,7 +3,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler.intake import IdempotencyConflict, submit_job_once
+from scheduler.jobs.intake import IdempotencyConflict, submit_job_once
 
 
 class Command(BaseCommand):

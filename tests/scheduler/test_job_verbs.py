@@ -3,13 +3,14 @@
 import pytest
 from django.core.exceptions import ValidationError
 
-from scheduler import inventory, services
+from scheduler import inventory
+from scheduler.jobs import verbs
 from scheduler.models import Allocation, Gpu, Job, JobState, Node, RescaleEvent, RescaleKind, Tenant
 
 
 def submit(tenant, **overrides):  # type: ignore[no-untyped-def]
     fields = dict(tenant=tenant, name="bert", workload_profile="bert", total_work=10.0, min_gpus=1, max_gpus=2)
-    return services.submit_job(**{**fields, **overrides})
+    return verbs.submit_job(**{**fields, **overrides})
 
 
 @pytest.mark.parametrize(
@@ -39,7 +40,7 @@ def test_unknown_tenant_is_named(db: None) -> None:
 
 
 def test_submit_by_tenant_name_and_rigid_default(tenant: Tenant) -> None:
-    job = services.submit_job(tenant="vision", name="n", workload_profile="ncf", total_work=1.0, min_gpus=2)
+    job = verbs.submit_job(tenant="vision", name="n", workload_profile="ncf", total_work=1.0, min_gpus=2)
     assert (job.tenant, job.min_gpus, job.max_gpus, job.state, job.elastic) == (tenant, 2, 2, "pending", False)
 
 
@@ -47,7 +48,7 @@ def test_cancel_releases_gpus_and_records_why(job: Job, node: Node, operator, no
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
     for gpu in node.gpus.all()[:2]:
         Allocation.objects.create(job=job, gpu=gpu, started_at=now)
-    job = services.cancel_job(job, actor=operator)
+    job = verbs.cancel_job(job, actor=operator)
     assert job.state == JobState.CANCELLED and job.finished_at is not None
     assert not Allocation.objects.filter(ended_at__isnull=True).exists()
     event = RescaleEvent.objects.get(job=job)
@@ -55,44 +56,44 @@ def test_cancel_releases_gpus_and_records_why(job: Job, node: Node, operator, no
 
 
 def test_cancel_twice_is_a_no_op(job: Job) -> None:
-    services.cancel_job(job)
-    services.cancel_job(job)
+    verbs.cancel_job(job)
+    verbs.cancel_job(job)
     assert RescaleEvent.objects.filter(job=job).count() == 1
 
 
 def test_a_succeeded_job_cannot_be_cancelled(job: Job) -> None:
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
     with pytest.raises(ValidationError, match="succeeded job cannot become cancelled"):
-        services.cancel_job(job)
+        verbs.cancel_job(job)
     assert Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED
 
 
 def test_requeue_a_running_job_preempts_it_and_keeps_progress(job: Job, node: Node, now) -> None:
     Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING, progress=400.0)
     Allocation.objects.create(job=job, gpu=node.gpus.first(), started_at=now)
-    job = services.requeue_job(job)
+    job = verbs.requeue_job(job)
     assert (job.state, job.progress) == (JobState.PENDING, 400.0)
     assert not Allocation.objects.filter(ended_at__isnull=True).exists()
     assert RescaleEvent.objects.get(job=job).kind == RescaleKind.REQUEUE
 
 
 def test_requeue_a_cancelled_job(job: Job) -> None:
-    services.cancel_job(job)
-    assert services.requeue_job(job).state == JobState.PENDING
+    verbs.cancel_job(job)
+    assert verbs.requeue_job(job).state == JobState.PENDING
 
 
 def test_gpu_bounds_change_is_validated_and_audited(job: Job) -> None:
     with pytest.raises(ValidationError):
-        services.set_gpu_bounds(job, 3, 2)
+        verbs.set_gpu_bounds(job, 3, 2)
     assert (Job.objects.get(pk=job.pk).min_gpus, Job.objects.get(pk=job.pk).max_gpus) == (1, 4)
-    services.set_gpu_bounds(job, 2, 8)
-    services.set_gpu_bounds(job, 2, 8)  # already there: no second event
+    verbs.set_gpu_bounds(job, 2, 8)
+    verbs.set_gpu_bounds(job, 2, 8)  # already there: no second event
     event = RescaleEvent.objects.get(job=job)
     assert event.kind == RescaleKind.SETTINGS and "1..4 → 2..8" in event.reason
 
 
 def test_priority_change_is_audited(job: Job) -> None:
-    services.set_priority(job, 5)
+    verbs.set_priority(job, 5)
     assert Job.objects.get(pk=job.pk).priority == 5
     assert "priority 0 → 5" in RescaleEvent.objects.get(job=job).reason
 

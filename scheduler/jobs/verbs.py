@@ -15,15 +15,14 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler import bounds
 from scheduler.backends import get_backend
+from scheduler.core.gpu_types import gpu_type_key
+from scheduler.inventory import check_fits_inventory
+from scheduler.live.config import scheduler_settings
 from scheduler.live.forecast_requests import request_forecast
 from scheduler.live.start_requests import request_start
-
-from . import bounds
-from .core.gpu_types import gpu_type_key
-from .inventory import check_fits_inventory
-from .live.config import scheduler_settings
-from .models import (
+from scheduler.models import (
     ACTIVE_STATES,
     Allocation,
     Job,

@@ -1,6 +1,6 @@
 """What arrives from outside the console: job submissions that survive retries, and workers' reports.
 
-The same contract as ``services.py``: validate first, raise ``ValidationError`` naming the
+The same contract as ``verbs.py``: validate first, raise ``ValidationError`` naming the
 field, write in one transaction. Used by the REST API (``scheduler/api/``) and the
 ``submit_job`` command.
 
@@ -20,9 +20,10 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from . import services
-from .core.fitted_profiles import FITTED_PROFILES
-from .models import ACTIVE_STATES, Allocation, Job, JobReport, Tenant
+from scheduler.core.fitted_profiles import FITTED_PROFILES
+from scheduler.models import ACTIVE_STATES, Allocation, Job, JobReport, Tenant
+
+from . import verbs
 
 PROGRESS_SLACK = 1e-6  # a last report may overshoot the total by rounding
 
@@ -56,23 +57,23 @@ def submit_job_once(*, tenant: Tenant | str, workload_profile: str, client_key: 
                     **fields: Any) -> tuple[Job, bool]:
     """Queue a job; ``(job, True)`` when stored now, ``(the stored job, False)`` for a repeated key.
 
-    ``fields`` are ``services.new_job``'s. The profile must be one of ``FITTED_PROFILES``: a job submitted from
+    ``fields`` are ``verbs.new_job``'s. The profile must be one of ``FITTED_PROFILES``: a job submitted from
     outside says what it trains, so the scheduler can model its goodput. A key stored with a different
     submission raises ``IdempotencyConflict``.
     """
-    tenant_row = services.tenant_named(tenant)
+    tenant_row = verbs.tenant_named(tenant)
     digest = submission_digest(tenant_row, workload_profile, fields) if client_key else ""
     if client_key and (stored := _keyed(tenant_row, client_key, digest)):
         return stored, False
     if workload_profile not in FITTED_PROFILES:
         known = ", ".join(sorted(FITTED_PROFILES))
         raise ValidationError({"workload_profile": f"Unknown profile {workload_profile!r}; known: {known}."})
-    job = services.new_job(tenant=tenant_row, workload_profile=workload_profile, client_key=client_key, **fields)
+    job = verbs.new_job(tenant=tenant_row, workload_profile=workload_profile, client_key=client_key, **fields)
     job.submission_digest = digest
     try:
         with transaction.atomic():
             job.save()
-            services.announce_submission()
+            verbs.announce_submission()
     except IntegrityError:
         stored = _keyed(tenant_row, client_key, digest) if client_key else None
         if stored is None:
