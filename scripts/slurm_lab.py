@@ -12,12 +12,18 @@ MariaDB under slurmdbd for accounting, slurmctld, one slurmd per node name — e
 
 Everything lives in one folder (``SLURM_LAB_DIR``, default ``var/slurm-lab``) and on ports from
 ``SLURM_LAB_PORT`` (default 16817) upwards; nothing outside it is touched but the Debian packages
-(installed when run as root) and a system user for slurmrestd, which refuses to run as root.
+(installed when run as root) and a system user for slurmrestd, which refuses to run as root. MariaDB and
+slurmrestd run as their own users and must enter that folder: in a checkout only its owner may enter (a
+Debian home, ``/root``), the default folder is ``/var/lib/cluster-ops/slurm-lab-<checkout's hash>`` instead.
+
+A start that fails stops every daemon it started and removes the database it had not finished making, so the
+next start begins clean.
 Standard library only: it runs before the virtual environment exists.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import shutil
@@ -39,6 +45,27 @@ ACCOUNTS = ("research", "vision", "nlp")  # Slurm accounts = the console's tenan
 # Two GPU types, two nodes each: a heterogeneous cluster, as Sia schedules.
 NODES = (("gpu01", "a100", 4), ("gpu02", "a100", 4), ("gpu03", "v100", 4), ("gpu04", "v100", 4))
 START_TIMEOUT = 60.0
+SHARED_LABS = Path("/var/lib/cluster-ops")  # where a lab goes when the checkout is closed to other users
+DATABASE_READY = ".lab-ready"  # written into the MariaDB folder once it is made and its users granted
+
+
+def enterable_by_all(folder: Path) -> bool:
+    """Whether every existing folder from ``/`` down to ``folder`` lets other users through (o+x)."""
+    for path in (folder, *folder.parents):
+        if path.exists() and not path.stat().st_mode & 0o001:
+            return False
+    return True
+
+
+def lab_root(requested: str | None, repo: Path = REPO) -> Path:
+    """``SLURM_LAB_DIR`` as given, else ``var/slurm-lab`` in the checkout when the daemons' users can enter it,
+    else a folder of its own under ``SHARED_LABS`` (one per checkout)."""
+    if requested:
+        return Path(requested).resolve()
+    inside = (repo / "var" / "slurm-lab").resolve()
+    if enterable_by_all(inside.parent):
+        return inside
+    return SHARED_LABS / f"slurm-lab-{hashlib.sha256(str(repo).encode()).hexdigest()[:12]}"
 
 
 @dataclass(frozen=True)
@@ -48,8 +75,7 @@ class Lab:
 
     @classmethod
     def from_environment(cls) -> Lab:
-        root = Path(os.environ.get("SLURM_LAB_DIR") or REPO / "var" / "slurm-lab").resolve()
-        return cls(root, int(os.environ.get("SLURM_LAB_PORT", "16817")))
+        return cls(lab_root(os.environ.get("SLURM_LAB_DIR")), int(os.environ.get("SLURM_LAB_PORT", "16817")))
 
     # Ports: slurmctld, slurmdbd, MariaDB, slurmrestd, then one per slurmd.
     @property
@@ -128,6 +154,20 @@ def start(lab: Lab) -> None:
                  "run it as root (sudo make slurm-lab)")
     install_packages()
     stop(lab, quiet=True)
+    if not enterable_by_all(lab.root.parent):
+        sys.exit(f"Slurm lab: {lab.root.parent} is closed to other users (a folder on its way lacks o+x); MariaDB "
+                 "and slurmrestd run as their own users and must enter it: choose another SLURM_LAB_DIR")
+    try:
+        start_daemons(lab)
+    except BaseException:
+        # Nothing half-started or half-made is left for the next start to trip over.
+        stop(lab, quiet=True)
+        remove_unfinished_database(lab)
+        raise
+    print_environment(lab)
+
+
+def start_daemons(lab: Lab) -> None:
     write_files(lab)
     start_munge(lab)
     start_database(lab)
@@ -140,7 +180,6 @@ def start(lab: Lab) -> None:
     wait_for_nodes(lab)
     start_rest(lab)
     write_token(lab)
-    print_environment(lab)
 
 
 def start_controller(lab: Lab) -> None:
@@ -170,8 +209,12 @@ def install_packages() -> None:
 def write_files(lab: Lab) -> None:
     for stale in ("state", "spool"):  # a new lab starts with no jobs (accounting keeps its history)
         shutil.rmtree(lab.path(stale), ignore_errors=True)
-    for folder in ("etc", "log", "run", "state", "dev", "jobs"):
+    if lab.root.parent == SHARED_LABS:
+        SHARED_LABS.mkdir(parents=True, exist_ok=True)
+        SHARED_LABS.chmod(0o755)
+    for folder in ("", "etc", "log", "run", "state", "dev", "jobs"):
         lab.path(folder).mkdir(parents=True, exist_ok=True)
+        lab.path(folder).chmod(0o755)  # whatever the umask: the daemons' users read the configuration here
     for name, _, count in NODES:
         lab.path("spool", name).mkdir(parents=True, exist_ok=True)
         for index in range(count):
@@ -296,12 +339,19 @@ def start_munge(lab: Lab) -> None:
     subprocess.run(["runuser", "-u", "munge", "--", "munged", f"--socket={lab.munge_socket}", f"--key-file={key}",
                     f"--pid-file={pid_file}", f"--log-file={folder / 'cluster-ops-lab.log'}",
                     f"--seed-file={folder / 'cluster-ops-lab.seed'}", "--force"], check=True)
+    lab.path("run", "munged.pid-file").write_text(str(pid_file))  # before waiting: a failed start stops it too
     wait_until(munge_answers, "munged answering")
-    lab.path("run", "munged.pid-file").write_text(str(pid_file))
+
+
+def remove_unfinished_database(lab: Lab) -> None:
+    data = lab.path("mariadb")
+    if data.exists() and not (data / DATABASE_READY).exists():
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def start_database(lab: Lab) -> None:
     data = lab.path("mariadb")
+    remove_unfinished_database(lab)  # an earlier start that failed while making it
     fresh = not data.exists()
     if fresh:
         data.mkdir()
@@ -318,11 +368,15 @@ def start_database(lab: Lab) -> None:
                "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
                "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';")
         subprocess.run(["mariadb", f"--socket={data / 'mysqld.sock'}", "-e", sql], check=True)
+        (data / DATABASE_READY).write_text("made and granted\n")
 
 
 def start_daemon(lab: Lab, name: str, command: list[str], env: dict[str, str], port: int | None = None,
                  user: str | None = None) -> None:
     """Start ``command`` in the foreground mode of its daemon, in its own session, logging to log/<name>.out."""
+    if port is not None and port_open(port):  # else another program's answer would pass for the daemon's
+        raise SystemExit(f"Slurm lab: port {port} (for {name}) is taken by another program; choose another "
+                         "SLURM_LAB_PORT")
     prefix = ["runuser", "-u", user, "--"] if user else []
     with open(lab.path("log", f"{name}.out"), "ab") as log:
         process = subprocess.Popen(prefix + command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
