@@ -162,6 +162,8 @@ INSTALLED_APPS = [
     "axes",  # login lock-out (django-axes)
     "csp",  # Content-Security-Policy (django-csp)
     "cluster_ops",
+    "cluster_ops.reports",  # daily, weekly and custom reports: their rows, files and e-mails
+    "cluster_ops.dashboards",  # the Dash pages
     "scheduler",
     "telemetry",
     "research",  # reproductions and benchmarks; the product never imports it

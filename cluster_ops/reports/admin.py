@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html_join
 
-from cluster_ops.models import Report, ReportDelivery, ReportRecipient, ReportStatus
+from cluster_ops.reports.models import Report, ReportDelivery, ReportRecipient, ReportStatus
 from scheduler.admin.common import ZonedTimeFilters
 
 from . import services, tasks
@@ -59,10 +59,10 @@ class ReportAdmin(ZonedTimeFilters, admin.ModelAdmin):
 
     def has_make_permission(self, request: HttpRequest) -> bool:
         """Making a report is adding one, as on the reports page (there the page adds it, not this form)."""
-        return request.user.has_perm("cluster_ops.add_report")
+        return request.user.has_perm("reports.add_report")
 
     def has_send_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("cluster_ops.send_report")
+        return request.user.has_perm("reports.send_report")
 
 
 @admin.register(ReportRecipient)

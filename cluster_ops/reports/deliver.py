@@ -18,7 +18,7 @@ from django.db.models import F, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
-from cluster_ops.models import DeliveryStatus, Report, ReportDelivery, ReportKind, ReportRecipient
+from cluster_ops.reports.models import DeliveryStatus, Report, ReportDelivery, ReportKind, ReportRecipient
 
 from . import render
 

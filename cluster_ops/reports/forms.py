@@ -8,14 +8,14 @@ from typing import Any
 from django import forms
 from django.contrib.auth.models import AnonymousUser, User
 
-from cluster_ops.models import Report
+from cluster_ops.reports.models import Report
 from scheduler.models import Tenant
 
 from . import periods
 from .deliver import recipients_for
 from .services import first_data_day
 
-MAKE_PERMISSION, SEND_PERMISSION = "cluster_ops.add_report", "cluster_ops.send_report"
+MAKE_PERMISSION, SEND_PERMISSION = "reports.add_report", "reports.send_report"
 
 
 def may_make_reports(user: User | AnonymousUser) -> bool:

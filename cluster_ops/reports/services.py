@@ -18,7 +18,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from cluster_ops.common.liveness import Heartbeat
-from cluster_ops.models import Report, ReportStatus
+from cluster_ops.reports.models import Report, ReportStatus
 from scheduler.models import Tenant
 from telemetry.ledger import first_data_at
 

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from cluster_ops.common.dispatch import send_after_commit
 from cluster_ops.common.liveness import stopped_beating
-from cluster_ops.models import Report, ReportStatus
+from cluster_ops.reports.models import Report, ReportStatus
 from scheduler.models import Tenant
 
 from . import deliver, services

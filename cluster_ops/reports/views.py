@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from cluster_ops.models import Report
+from cluster_ops.reports.models import Report
 
 from . import services, tasks
 from .forms import ReportRequestForm, may_make_reports

@@ -29,7 +29,7 @@ def people(member: User, outsider: User, operator: User) -> dict[str, User | Non
 
 # --- web pages (session) --------------------------------------------------------------
 
-ADMIN_APPS = ("scheduler", "cluster_ops", "knox")
+ADMIN_APPS = ("scheduler", "cluster_ops", "reports", "knox")
 ADMIN_ONLY = {"anonymous": LOGIN, "member": LOGIN, "outsider": LOGIN, "staff": 200}
 
 

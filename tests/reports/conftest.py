@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from cluster_ops.celery import app as celery_app
-from cluster_ops.models import ReportRecipient
+from cluster_ops.reports.models import ReportRecipient
 
 from .week import Week, seed_week
 

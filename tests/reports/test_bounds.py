@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from cluster_ops.models import Report, ReportStatus
 from cluster_ops.reports import periods, services, tasks
+from cluster_ops.reports.models import Report, ReportStatus
 
 from .week import Week
 

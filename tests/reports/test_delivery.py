@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.core import mail
 
-from cluster_ops.models import DeliveryStatus, Report, ReportDelivery, ReportRecipient
 from cluster_ops.reports import deliver, services, tasks
+from cluster_ops.reports.models import DeliveryStatus, Report, ReportDelivery, ReportRecipient
 from cluster_ops.reports.tasks import DELIVERY_RETRIES
 
 from .flaky_backend import FlakyBackend

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from cluster_ops.models import Report, ReportStatus
 from cluster_ops.reports import charts, periods, services
+from cluster_ops.reports.models import Report, ReportStatus
 
 from .week import Week
 

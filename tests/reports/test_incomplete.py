@@ -11,10 +11,10 @@ from datetime import datetime, timedelta
 import pytest
 from django.test import Client
 
-from cluster_ops.models import ReportStatus
 from cluster_ops.reports import periods, render, services
 from cluster_ops.reports.charts import draw_charts
 from cluster_ops.reports.content import build_content
+from cluster_ops.reports.models import ReportStatus
 from scheduler import inventory
 from scheduler.jobs import verbs
 from scheduler.models import Job, JobState, Node, Tenant

@@ -9,8 +9,8 @@ import pytest
 from django.core import mail
 from django_celery_beat.models import PeriodicTask
 
-from cluster_ops.models import Report, ReportRecipient
 from cluster_ops.reports import periods
+from cluster_ops.reports.models import Report, ReportRecipient
 from cluster_ops.reports.tasks import make_scheduled
 from cluster_ops.services import sync_periodic_tasks
 

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from cluster_ops.models import Report, ReportDelivery, ReportRecipient, ReportStatus
 from cluster_ops.reports import services, tasks
+from cluster_ops.reports.models import Report, ReportDelivery, ReportRecipient, ReportStatus
 
 from .conftest import login
 from .week import Week
@@ -106,8 +106,8 @@ def test_staff_make_a_custom_cluster_report_and_send_it(staff: Client, week: Wee
 def test_admin_lists_reports_recipients_and_deliveries(staff: Client, reports: dict[str, Report]) -> None:
     User.objects.filter(username="ops").update(is_superuser=True)
     for model in ("report", "reportrecipient", "reportdelivery"):
-        assert staff.get(f"/admin/cluster_ops/{model}/").status_code == 200
-    page = staff.get(f"/admin/cluster_ops/report/{reports['vision'].pk}/change/").content.decode()
+        assert staff.get(f"/admin/reports/{model}/").status_code == 200
+    page = staff.get(f"/admin/reports/report/{reports['vision'].pk}/change/").content.decode()
     assert url(reports["vision"], "pdf") in page
 
 

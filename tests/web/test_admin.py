@@ -231,7 +231,7 @@ def test_the_allocation_inline_has_no_caption_per_gpu(operator_client: Client, j
 
 @pytest.mark.parametrize("url, field", [("/admin/scheduler/job/", "submitted_at"),
                                         ("/admin/telemetry/gpuevent/", "at"),
-                                        ("/admin/cluster_ops/report/", "period_start")])
+                                        ("/admin/reports/report/", "period_start")])
 def test_a_naive_time_in_a_date_filter_is_read_in_the_current_zone_without_a_warning(
     operator_client: Client, tenant: Tenant, url: str, field: str,
 ) -> None:

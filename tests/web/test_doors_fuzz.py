@@ -43,7 +43,7 @@ FORMS: dict[str, dict[str, Any]] = {
     "scheduler.Node": {"hostname": "fuzz-node", "schedulable": "on"},
     "scheduler.Gpu": {"node": "1", "index": "7", "uuid": "GPU-fuzz", "model": "NVIDIA A100-SXM4-80GB",
                       "memory_mib": "81920", "power_limit_w": "400", "health": "ok"},
-    "cluster_ops.ReportRecipient": {"tenant": "", "email": "ops@example.com", "daily": "on", "weekly": ""},
+    "reports.ReportRecipient": {"tenant": "", "email": "ops@example.com", "daily": "on", "weekly": ""},
     "django_celery_beat.IntervalSchedule": {"every": "10", "period": "seconds"},
 }
 # Values seen to pass a door before (more GPUs than the cluster, an unknown type, a quota of 10^11, a beat

@@ -12,7 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from cluster_ops.dashboards import energy
-from cluster_ops.models import Report, ReportRecipient
+from cluster_ops.reports.models import Report, ReportRecipient
 from scheduler.models import Job, Node, WhatIfSweep
 
 pytestmark = pytest.mark.django_db

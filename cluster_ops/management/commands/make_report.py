@@ -7,8 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from cluster_ops.models import ReportStatus
 from cluster_ops.reports import periods, services, tasks
+from cluster_ops.reports.models import ReportStatus
 from scheduler.models import Tenant
 
 
