@@ -70,8 +70,18 @@ def backtest(client: SlurmClient, jobs: int, seed: int, policy: str, settle_seco
     console = {int(row.job.cluster_job_id): row.estimated_start for row in rows}
     say(f"{len(slurm_estimates)} of {jobs} jobs waiting; waiting until every one has started")
     started = _wait_for_starts(client, list(slurm_estimates))
+    _wait_for_ends(client, ids)  # the next seed starts on an empty cluster
     return [Compared(job_id, started[job_id], slurm_estimates[job_id], console.get(job_id))
             for job_id in sorted(slurm_estimates) if job_id in started]
+
+
+def _wait_for_ends(client: SlurmClient, ids: list[int], timeout: float = 1800.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(job.state not in {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED"}
+               for job in client.jobs_by_id(ids).values()):
+            return
+        time.sleep(2)
 
 
 def _wait_for_starts(client: SlurmClient, ids: list[int], timeout: float = 1800.0) -> dict[int, datetime]:
@@ -85,7 +95,15 @@ def _wait_for_starts(client: SlurmClient, ids: list[int], timeout: float = 1800.
     return started
 
 
+def scored(compared: list[Compared]) -> list[tuple[float, float]]:
+    """``(Slurm's error, the console's error)`` of each job both estimated: the two are scored on the same jobs."""
+    pairs = (row.errors() for row in compared)
+    return [(slurm, console) for slurm, console in pairs if slurm is not None and console is not None]
+
+
 def median_errors(compared: list[Compared]) -> tuple[float | None, float | None]:
-    slurm = [e for e in (c.errors()[0] for c in compared) if e is not None]
-    console = [e for e in (c.errors()[1] for c in compared) if e is not None]
-    return (statistics.median(slurm) if slurm else None, statistics.median(console) if console else None)
+    """The median absolute start error of ``squeue --start`` and of the console, over the jobs both estimated."""
+    pairs = scored(compared)
+    if not pairs:
+        return None, None
+    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
