@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 from datetime import timedelta
 from pathlib import Path
@@ -445,6 +446,12 @@ SLURM_SCRIPT_DIR = envstr("SLURM_SCRIPT_DIR", "")
 # `make run` on Slurm: a round this often
 SLURM_ROUND_SECONDS = envint("SLURM_ROUND_SECONDS", 20, minimum=1, maximum=MAX_ROUND_SECONDS)
 SLURM_DEMO_JOBS = envint("SLURM_DEMO_JOBS", 0)  # example jobs `make run` submits on an empty lab (the lab says 6)
+# The console users who own those jobs (their username is their Slurm user; the lab says alice,bob): without
+# them, the console's own SLURM_USER runs them.
+SLURM_DEMO_OWNERS = [name for name in envstr("SLURM_DEMO_OWNERS", "").split(",") if name.strip()]
+if any(not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", name) for name in SLURM_DEMO_OWNERS):
+    CONFIGURATION_ERRORS.append("SLURM_DEMO_OWNERS: expected Unix user names separated by commas")
+    SLURM_DEMO_OWNERS = []
 
 # --- Telemetry: retention, idle threshold, /metrics access (telemetry/) -------------------------
 TELEMETRY_RAW_DAYS = envint("TELEMETRY_RAW_DAYS", 7, minimum=1)  # raw samples

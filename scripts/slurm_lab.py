@@ -4,17 +4,25 @@
     python3 scripts/slurm_lab.py stop    # stops every daemon it started
     python3 scripts/slurm_lab.py env     # prints the settings again
 
-Debian's Slurm 22.05: munged,
-MariaDB under slurmdbd for accounting, slurmctld, one slurmd per node name — every node answers on
-127.0.0.1 at its own port — and slurmrestd with JWT. The nodes carry fake GPUs of two types: Slurm
-22.05 drops a file-less GPU line from gres.conf, so each GPU is a character device made with mknod
-(``/dev/null``'s numbers), which is enough for Slurm to count it and set ``CUDA_VISIBLE_DEVICES``.
+munged, MariaDB under slurmdbd for
+accounting, slurmctld, one slurmd per node name — every node answers on 127.0.0.1 at its own port — and
+slurmrestd with JWT. The nodes carry fake GPUs of two types: Slurm drops a file-less GPU line from gres.conf,
+so each GPU is a character device made with mknod (``/dev/null``'s numbers), which is enough for Slurm to count
+it and set ``CUDA_VISIBLE_DEVICES``. Two Unix users, alice and bob, may submit to some of the accounts.
+
+Two releases (``SLURM_LAB_RELEASE``): 24.11, the default (Debian 13), and 22.05 (Debian 12), each Debian's
+packages in a root of their own made by debootstrap once per machine (``/var/cache/cluster-ops``), its daemons
+run by chroot. The lab's folder, the checkout and the Python it runs are mounted into the root at their own
+paths — as a real cluster shares its home and project folders — and ``bin/`` in the lab's folder holds that
+release's own commands (``sinfo``, ``squeue``, ``sacct``, ``scontrol``, …), which the ``export`` lines put first
+on ``PATH``. The database is this host's MariaDB.
 
 Everything lives in one folder (``SLURM_LAB_DIR``, default ``var/slurm-lab``) and on ports from
-``SLURM_LAB_PORT`` (default 16817) upwards; nothing outside it is touched but the Debian packages
-(installed when run as root) and a system user for slurmrestd, which refuses to run as root. MariaDB and
-slurmrestd run as their own users and must enter that folder: in a checkout only its owner may enter (a
-Debian home, ``/root``), the default folder is ``/var/lib/cluster-ops/slurm-lab-<checkout's hash>`` instead.
+``SLURM_LAB_PORT`` (default 16817) upwards; nothing outside it is touched but the roots, this host's MariaDB and
+debootstrap packages (installed when missing), the lab's users, and a system user for slurmrestd, which refuses
+to run as root. MariaDB and slurmrestd run as their own users and must enter that folder: in a checkout only its
+owner may enter (a Debian home, ``/root``), the default folder is
+``/var/lib/cluster-ops/slurm-lab-<checkout's hash>`` instead.
 
 A start that fails stops every daemon it started and removes the database it had not finished making, so the
 next start begins clean.
@@ -23,30 +31,69 @@ Standard library only: it runs before the virtual environment exists.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
+import pwd
 import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("slurm-wlm", "slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munge", "slurm-wlm-jwt-plugin",
-            "slurm-client", "mariadb-server")
-COMMANDS = ("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munged", "mariadbd", "mariadb-install-db", "sbatch")
+# A release's root holds Slurm and munge; libffi8: the jobs run the console's Python from the shared folders, and
+# its ctypes needs it on the node. The database is this host's (see start_database).
+ROOT_PACKAGES = ("slurm-wlm", "slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munge", "slurm-wlm-jwt-plugin",
+                 "slurm-client", "libffi8")
+HOST_PACKAGES, HOST_COMMANDS = ("mariadb-server", "debootstrap"), ("mariadbd", "mariadb-install-db", "debootstrap")
 CLUSTER = "lab"
 REST_USER = "slurmrestd-lab"  # slurmrestd refuses root; it runs as this system user
 ACCOUNTS = ("research", "vision", "nlp")  # Slurm accounts = the console's tenants
+# Unix users of the lab's nodes, each with the accounts Slurm lets them submit to: the console runs its users' jobs
+# as them (a console user's cluster login is their username unless an operator sets another).
+USERS = (("alice", ("research", "vision")), ("bob", ("vision", "nlp")))
 # Two GPU types, two nodes each: a heterogeneous cluster, as Sia schedules.
 NODES = (("gpu01", "a100", 4), ("gpu02", "a100", 4), ("gpu03", "v100", 4), ("gpu04", "v100", 4))
 START_TIMEOUT = 60.0
 SHARED_LABS = Path("/var/lib/cluster-ops")  # where a lab goes when the checkout is closed to other users
 DATABASE_READY = ".lab-ready"  # written into the MariaDB folder once it is made and its users granted
+ROOTS = Path(os.environ.get("SLURM_LAB_ROOTS", "/var/cache/cluster-ops"))  # the releases' roots, one per machine
+ROOT_READY = ".cluster-ops-root"  # written into a root once every package is in; it names the Slurm version
+MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
+# What a release's root shares with this host (besides /proc and /dev): the lab's folder, the checkout and the
+# Python the console runs, at their own paths — a real cluster's shared home and project folders.
+SHARED_ON_NODES = (REPO, Path(sys.base_prefix), Path(sys.prefix))
+# The Slurm commands a release's root offers through bin/ in the lab's folder.
+CLIENT_COMMANDS = ("sinfo", "squeue", "sacct", "sacctmgr", "scontrol", "sbatch", "scancel", "srun", "sprio", "sshare",
+                   "sdiag", "sstat")
+
+
+@dataclass(frozen=True)
+class Release:
+    """A Slurm release the lab runs: a Debian suite's packages, in a root of their own."""
+
+    name: str
+    suite: str
+    rest_plugins: str  # slurmrestd's -s
+    cgroup_conf: str = ""  # what its slurmd needs in cgroup.conf to start without cgroups; "": no file
+
+    @property
+    def root(self) -> Path:
+        return ROOTS / f"slurm-{self.name}-{self.suite}"
+
+
+RELEASES = {
+    # Debian 13: REST v0.0.40–v0.0.42. Its slurmd starts a cgroup plugin even for task/none; the lab confines nothing.
+    "24.11": Release("24.11", "trixie", "openapi/slurmctld,openapi/slurmdbd", cgroup_conf="CgroupPlugin=disabled\n"),
+    "22.05": Release("22.05", "bookworm", "openapi/v0.0.38,openapi/dbv0.0.38"),  # Debian 12: REST v0.0.38
+}
+DEFAULT_RELEASE = "24.11"  # the newest that runs here
 
 
 def enterable_by_all(folder: Path) -> bool:
@@ -68,14 +115,30 @@ def lab_root(requested: str | None, repo: Path = REPO) -> Path:
     return SHARED_LABS / f"slurm-lab-{hashlib.sha256(str(repo).encode()).hexdigest()[:12]}"
 
 
+def release_named(name: str | None) -> Release:
+    if (name or DEFAULT_RELEASE) not in RELEASES:
+        sys.exit(f"SLURM_LAB_RELEASE must be one of {', '.join(RELEASES)}, not {name!r}")
+    return RELEASES[name or DEFAULT_RELEASE]
+
+
 @dataclass(frozen=True)
 class Lab:
     root: Path
     port: int
+    release: Release = RELEASES[DEFAULT_RELEASE]
 
     @classmethod
     def from_environment(cls) -> Lab:
-        return cls(lab_root(os.environ.get("SLURM_LAB_DIR")), int(os.environ.get("SLURM_LAB_PORT", "16817")))
+        return cls(lab_root(os.environ.get("SLURM_LAB_DIR")), int(os.environ.get("SLURM_LAB_PORT", "16817")),
+                   release_named(os.environ.get("SLURM_LAB_RELEASE")))
+
+    def command(self, args: list[str]) -> list[str]:
+        """``args`` as this lab's release runs them: in its root when it has one."""
+        # In the root, its own programs come first: not the lab's bin/, which would chroot again.
+        return ["chroot", str(self.release.root), "/usr/bin/env", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", *args]
+
+    def run(self, args: list[str], **options) -> subprocess.CompletedProcess:
+        return subprocess.run(self.command(args), env=slurm_env(self), **options)
 
     # Ports: slurmctld, slurmdbd, MariaDB, slurmrestd, then one per slurmd.
     @property
@@ -97,6 +160,12 @@ class Lab:
     def node_port(self, number: int) -> int:
         return self.port + 10 + number
 
+    def demo_owners(self) -> dict[str, str]:
+        """The lab's users own the example jobs when they can run the console's Python on the nodes (see
+        ``start``), else the jobs run as the console's own Slurm user."""
+        marker = self.path("run", "users-run-python")
+        return {"SLURM_DEMO_OWNERS": ",".join(user for user, _ in USERS)} if marker.exists() else {}
+
     def path(self, *parts: str) -> Path:
         return self.root.joinpath(*parts)
 
@@ -108,17 +177,19 @@ class Lab:
     def jwt_key(self) -> Path:
         return self.path("etc", "jwt_hs256.key")
 
-    # Slurm 22.05 ignores AuthInfo's socket for slurmctld's connection to slurmdbd: munged must answer on its
-    # default socket, so the lab's munged is this host's munged while the lab runs.
-    munge_socket = Path("/run/munge/munge.socket.2")
-
     @property
     def script_dir(self) -> Path:
         return self.path("jobs")
 
+    @property
+    def bin(self) -> Path:
+        """The folder of this release's Slurm commands."""
+        return self.path("bin")
+
     def environment(self) -> dict[str, str]:
         """What the console and the Slurm commands need to reach this lab."""
         return {
+            "PATH": f"{self.bin}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "CLUSTER_BACKEND": "slurm",
             "SLURM_CONF": str(self.slurm_conf),
             "SLURM_REST_URL": f"http://127.0.0.1:{self.rest_port}",
@@ -126,6 +197,7 @@ class Lab:
             "SLURM_JWT_FILE": str(self.path("etc", "console.jwt")),
             "SLURM_SCRIPT_DIR": str(self.script_dir),
             "SLURM_DEMO_JOBS": "6",  # `make run` submits six example jobs to the empty lab
+            **self.demo_owners(),
         }
 
 
@@ -152,11 +224,13 @@ def start(lab: Lab) -> None:
     if os.geteuid() != 0:
         sys.exit("The Slurm lab starts munged, MariaDB, slurmctld, slurmd and slurmrestd under their own users: "
                  "run it as root (sudo make slurm-lab)")
-    install_packages()
+    install_packages(HOST_PACKAGES, HOST_COMMANDS)
+    build_root(lab.release)
     stop(lab, quiet=True)
     if not enterable_by_all(lab.root.parent):
         sys.exit(f"Slurm lab: {lab.root.parent} is closed to other users (a folder on its way lacks o+x); MariaDB "
                  "and slurmrestd run as their own users and must enter it: choose another SLURM_LAB_DIR")
+    started = time.monotonic()
     try:
         start_daemons(lab)
     except BaseException:
@@ -164,13 +238,20 @@ def start(lab: Lab) -> None:
         stop(lab, quiet=True)
         remove_unfinished_database(lab)
         raise
+    print(f"# Slurm {lab.release.name} lab started in {time.monotonic() - started:.1f} s", file=sys.stderr)
     print_environment(lab)
 
 
 def start_daemons(lab: Lab) -> None:
     write_files(lab)
+    (labs_of(lab.release) / str(lab.port)).write_text(f"{lab.root}\n")
+    for name in ("hosts", "hostname"):  # the root's programs name this host as its own programs do
+        shutil.copyfile(Path("/etc", name), lab.release.root / "etc" / name)
+    mount_shared(lab)
+    write_commands(lab)
     start_munge(lab)
     start_database(lab)
+    # slurmdbd reads slurmdbd.conf beside SLURM_CONF.
     start_daemon(lab, "slurmdbd", ["slurmdbd", "-D"], {"SLURM_CONF": str(lab.slurm_conf)}, port=lab.dbd_port)
     start_controller(lab)
     add_associations(lab)
@@ -180,6 +261,14 @@ def start_daemons(lab: Lab) -> None:
     wait_for_nodes(lab)
     start_rest(lab)
     write_token(lab)
+    # The example jobs run the checkout's .venv, whose python is this Python's interpreter.
+    example = REPO / "examples" / "elastic_train.py"
+    if users_can_run(lab, Path(sys.executable).resolve()) and users_can_read(lab, example):
+        lab.path("run", "users-run-python").write_text("yes\n")
+    else:
+        lab.path("run", "users-run-python").unlink(missing_ok=True)
+        print(f"# Slurm lab: its users cannot reach {REPO}'s Python from the nodes (a folder on the way is closed "
+              "to them): the example jobs will run as the console's own Slurm user", file=sys.stderr)
 
 
 def start_controller(lab: Lab) -> None:
@@ -193,16 +282,153 @@ def stop_controller(lab: Lab) -> None:
 
 def print_environment(lab: Lab) -> None:
     for name, value in lab.environment().items():
-        print(f"export {name}={value}")
+        print(f"export PATH={lab.bin}:\"$PATH\"" if name == "PATH" else f"export {name}={value}")
 
 
-def install_packages() -> None:
-    if all(shutil.which(command) or Path("/usr/sbin", command).exists() for command in COMMANDS):
+def build_root(release: Release) -> None:
+    """Debian's ``release.suite`` with its Slurm and munge, in ``release.root``: made once per machine
+    (about a minute and 800 MB), in a folder beside it that is renamed only when complete."""
+    root = release.root
+    if (root / ROOT_READY).exists():
+        add_missing_packages(root)
         return
     if os.geteuid() != 0:
-        sys.exit("Slurm is not installed; as root: apt-get install -y --no-install-recommends " + " ".join(PACKAGES))
+        sys.exit(f"Slurm {release.name}'s root {root} is not made yet; make it as root (sudo make slurm-lab)")
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two labs starting at once make it once
+        if (root / ROOT_READY).exists():
+            return
+        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+        if not shutil.which("debootstrap"):
+            subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"], check=True, env=env,
+                           stdout=subprocess.DEVNULL)
+        partial = root.parent / f"{root.name}.partial"
+        remove_root(partial)
+        started = time.monotonic()
+        try:
+            subprocess.run(["debootstrap", "--variant=minbase", "--arch=amd64", release.suite, str(partial), MIRROR],
+                           check=True, env=env, stdout=subprocess.DEVNULL)
+            subprocess.run(["chroot", str(partial), "apt-get", "install", "-y", "-q", "--no-install-recommends",
+                            *ROOT_PACKAGES], check=True, env=env, stdout=subprocess.DEVNULL)
+            version = subprocess.run(["chroot", str(partial), "dpkg-query", "-W", "-f=${Version}", "slurmctld"],
+                                     check=True, capture_output=True, text=True).stdout.strip()
+            if not version.startswith(release.name + "."):
+                sys.exit(f"Debian {release.suite} now ships Slurm {version}, not {release.name}: the lab's release "
+                         "list needs updating")
+            (partial / ROOT_READY).write_text(f"slurm {version}\nmade in {time.monotonic() - started:.0f} s\n")
+        except subprocess.CalledProcessError as error:
+            remove_root(partial)
+            sys.exit(f"Slurm {release.name}'s root could not be made: {' '.join(map(str, error.cmd[:3]))} … exited "
+                     f"{error.returncode} (it needs {MIRROR}, or DEBIAN_MIRROR set to a mirror of Debian "
+                     f"{release.suite})")
+        except BaseException:
+            remove_root(partial)
+            raise
+        partial.rename(root)
+    print(f"# Slurm {release.name}'s root made in {root} ({version})", file=sys.stderr)
+
+
+def add_missing_packages(root: Path) -> None:
+    """A root made before a package joined ``ROOT_PACKAGES`` gets it now."""
+    listed = subprocess.run(["chroot", str(root), "dpkg-query", "-W", "-f=${Package} ${db:Status-Status}\\n"],
+                            capture_output=True, text=True).stdout.split("\n")
+    installed = {line.split()[0] for line in listed if line.endswith(" installed")}
+    missing = [package for package in ROOT_PACKAGES if package not in installed]
+    if missing:
+        subprocess.run(["chroot", str(root), "apt-get", "install", "-y", "-q", "--no-install-recommends", *missing],
+                       check=True, env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"), stdout=subprocess.DEVNULL)
+
+
+def mounted_under(folder: Path) -> list[Path]:
+    """Mount points at or below ``folder``, deepest first."""
+    points = [Path(line.split()[1].replace("\\040", " ")) for line in Path("/proc/mounts").read_text().splitlines()]
+    inside = [point for point in points if point == folder or folder in point.parents]
+    return sorted(inside, key=lambda point: len(point.parts), reverse=True)
+
+
+def remove_root(folder: Path) -> None:
+    """Remove a root, after unmounting whatever is mounted in it: never through a mount into this host's files."""
+    for point in mounted_under(folder):
+        subprocess.run(["umount", "--lazy", str(point)], check=False)
+    if mounted_under(folder):
+        sys.exit(f"Slurm lab: {folder} still has folders of this host mounted in it; not removed")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def mount_shared(lab: Lab) -> None:
+    """Mount /proc, /dev and the shared folders (``SHARED_ON_NODES`` and the lab's own) into the release's root,
+    each at its own path; ``stop`` unmounts them."""
+    root = lab.release.root
+    scratch = root / "tmp"
+    if not others_running(lab) and not mounted_under(scratch):  # the root's /tmp, as a reboot leaves it: empty
+        for entry in scratch.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    # The kernel's own folders replace the root's; slurmd reads the hardware in /sys.
+    wanted = [(Path("/proc"), "proc"), (Path("/dev"), "system"), (Path("/sys"), "system")]
+    candidates = {folder.resolve() for folder in (*SHARED_ON_NODES, Path(tempfile.gettempdir()), lab.root)}
+    wanted += [(folder, "shared") for folder in sorted(candidates, key=lambda folder: len(folder.parts))]
+    shared: list[Path] = []
+    for folder, kind in wanted:
+        target = root / folder.relative_to("/")
+        if kind == "shared" and (not folder.is_dir() or any(other in folder.parents for other in shared)):
+            continue  # inside a folder already shared
+        if target in mounted_under(target):  # a lab of this release already runs (another port)
+            shared.append(folder)
+            continue
+        if kind == "shared" and holds_files(target):
+            # It would hide the root's own files (a Python under /usr, say): the nodes do without it.
+            print(f"# Slurm lab: {folder} is not shared with the nodes: the root has its own", file=sys.stderr)
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        if kind == "shared":  # the folders on its way in the root are the lab's own: open them to the jobs' users
+            for parent in target.parents:
+                if parent == root:
+                    break
+                parent.chmod(parent.stat().st_mode | 0o005)
+        # /dev and /sys with what is mounted under them (/dev/pts, the cgroup folders slurmd reads).
+        options = {"proc": ["-t", "proc", "proc"], "system": ["--rbind", str(folder)]}.get(kind,
+                                                                                         ["--bind", str(folder)])
+        subprocess.run(["mount", *options, str(target)], check=True)
+        shared.append(folder)
+
+
+def holds_files(folder: Path) -> bool:
+    """Whether anything but empty folders (mount points of earlier labs) lies under ``folder``."""
+    return any(files for _, _, files in os.walk(folder))
+
+
+def unmount_shared(lab: Lab) -> None:
+    """Unmount whatever is mounted in the release's root (the last lab of that root is stopping)."""
+    for point in mounted_under(lab.release.root):
+        subprocess.run(["umount", "--lazy", str(point)], check=False, stderr=subprocess.DEVNULL)
+
+
+def write_commands(lab: Lab) -> None:
+    """bin/<command> for each Slurm command: that release's own, run in its root from the caller's folder."""
+    folder = lab.path("bin")
+    folder.mkdir(exist_ok=True)
+    folder.chmod(0o755)
+    for name in CLIENT_COMMANDS:
+        wrapper = folder / name
+        wrapper.write_text(f"""#!/bin/sh
+# Slurm {lab.release.name}'s {name}, from its root (written by scripts/slurm_lab.py)
+exec chroot {lab.release.root} /bin/sh -c 'cd "$0" 2>/dev/null || cd /; exec /usr/bin/{name} "$@"' "$PWD" "$@"
+""")
+        wrapper.chmod(0o755)
+
+
+def install_packages(packages: tuple[str, ...], commands: tuple[str, ...]) -> None:
+    """This host's Debian ``packages``, unless every one of ``commands`` is already here."""
+    if all(shutil.which(command) or Path("/usr/sbin", command).exists() for command in commands):
+        return
+    if os.geteuid() != 0:
+        sys.exit("Not installed; as root: apt-get install -y --no-install-recommends " + " ".join(packages))
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *PACKAGES], check=True, env=env,
+    subprocess.run(["apt-get", "install", "-y", "--no-install-recommends", *packages], check=True, env=env,
                    stdout=subprocess.DEVNULL)
 
 
@@ -227,6 +453,8 @@ def write_files(lab: Lab) -> None:
     lab.jwt_key.chmod(0o600)
     lab.slurm_conf.write_text(slurm_conf(lab))
     lab.path("etc", "gres.conf").write_text(gres_conf(lab))
+    if lab.release.cgroup_conf:
+        lab.path("etc", "cgroup.conf").write_text(lab.release.cgroup_conf)
     dbd_conf = lab.path("etc", "slurmdbd.conf")
     dbd_conf.write_text(slurmdbd_conf(lab))
     dbd_conf.chmod(0o600)  # slurmdbd refuses a readable configuration: it holds the database password
@@ -314,33 +542,56 @@ StorageLoc=slurm_acct_db
 """
 
 
-def munge_answers() -> bool:
-    """A munged already serves this host's socket (another lab's, or the host's own): Slurm's daemons of every
-    lab authenticate through that one socket, so it is used as it is."""
-    encoded = subprocess.run(["munge", "-n"], capture_output=True)
-    return encoded.returncode == 0 and subprocess.run(["unmunge"], input=encoded.stdout,
-                                                      capture_output=True).returncode == 0
-
-
 def start_munge(lab: Lab) -> None:
-    if munge_answers():
+    """The root's munged, on the root's default socket with the root's own key: one for every lab running from
+    that root (Slurm 22.05's slurmctld reaches slurmdbd through the default socket whatever AuthInfo says), started
+    by the first lab and stopped by the last (``stop``)."""
+    if munge_answers(lab):
         return
-    # munged runs as its own user and checks every folder above its files: they live beside its socket.
-    folder = lab.munge_socket.parent
+    lab.run(["install", "-d", "-o", "munge", "-g", "munge", "-m", "0755", "/run/munge"], check=True)
+    with open(lab.path("log", "munged.out"), "ab") as log:
+        process = subprocess.Popen(lab.command(["runuser", "-u", "munge", "--", "munged", "--foreground", "--force"]),
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    munged_pid_file(lab.release).write_text(str(process.pid))
+    wait_until(lambda: munge_answers(lab), "munged answering", failed=lambda: process.poll() is not None,
+               log=lab.path("log", "munged.out"))
+
+
+def munge_answers(lab: Lab) -> bool:
+    return lab.run(["sh", "-c", "munge -n | unmunge"], capture_output=True).returncode == 0
+
+
+def munged_pid_file(release: Release) -> Path:
+    return release.root / "run" / "cluster-ops-munged.pid"
+
+
+def labs_of(release: Release) -> Path:
+    """One file per lab running from ``release``'s root (named by its port, holding its folder)."""
+    folder = release.root / "run" / "cluster-ops-labs"
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.chown(folder, "munge", "munge")
-    folder.chmod(0o755)  # clients connect to the socket inside
-    key = folder / "cluster-ops-lab.key"
-    if not key.exists():
-        key.write_bytes(secrets.token_bytes(1024))
-    shutil.chown(key, "munge", "munge")
-    key.chmod(0o400)
-    pid_file = folder / "cluster-ops-lab.pid"
-    subprocess.run(["runuser", "-u", "munge", "--", "munged", f"--socket={lab.munge_socket}", f"--key-file={key}",
-                    f"--pid-file={pid_file}", f"--log-file={folder / 'cluster-ops-lab.log'}",
-                    f"--seed-file={folder / 'cluster-ops-lab.seed'}", "--force"], check=True)
-    lab.path("run", "munged.pid-file").write_text(str(pid_file))  # before waiting: a failed start stops it too
-    wait_until(munge_answers, "munged answering")
+    return folder
+
+
+def others_running(lab: Lab) -> bool:
+    """Whether another lab still runs from this lab's root (one of its daemons is alive)."""
+    for entry in labs_of(lab.release).iterdir():
+        other = Path(entry.read_text().strip())
+        if other == lab.root:
+            continue
+        if any(_alive(int(pid_file.read_text() or 0)) for pid_file in (other / "run").glob("*.lab-pid")):
+            return True
+        entry.unlink()  # a lab that stopped without saying so
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    return pid > 0
 
 
 def remove_unfinished_database(lab: Lab) -> None:
@@ -350,6 +601,9 @@ def remove_unfinished_database(lab: Lab) -> None:
 
 
 def start_database(lab: Lab) -> None:
+    """This host's MariaDB on the lab's port, whatever the release: slurmdbd reaches it over TCP, as it reaches a
+    database server of its own. (Debian 13's MariaDB 11.8 answers Slurm 24.11's first query with client error
+    5027, so the root does not run its own.)"""
     data = lab.path("mariadb")
     remove_unfinished_database(lab)  # an earlier start that failed while making it
     fresh = not data.exists()
@@ -361,7 +615,8 @@ def start_database(lab: Lab) -> None:
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     start_daemon(lab, "mariadbd", ["mariadbd", "--user=mysql", f"--datadir={data}", "--bind-address=127.0.0.1",
                                    f"--port={lab.db_port}", f"--socket={data / 'mysqld.sock'}",
-                                   f"--pid-file={data / 'mariadbd.pid'}", "--skip-log-bin"], {}, port=lab.db_port)
+                                   f"--pid-file={data / 'mariadbd.pid'}", "--skip-log-bin"], {}, port=lab.db_port,
+                 in_root=False)
     if fresh:
         sql = ("CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'lab';"
                "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'lab';"
@@ -372,15 +627,17 @@ def start_database(lab: Lab) -> None:
 
 
 def start_daemon(lab: Lab, name: str, command: list[str], env: dict[str, str], port: int | None = None,
-                 user: str | None = None) -> None:
-    """Start ``command`` in the foreground mode of its daemon, in its own session, logging to log/<name>.out."""
+                 user: str | None = None, in_root: bool = True) -> None:
+    """Start ``command`` in the foreground mode of its daemon, in its own session, logging to log/<name>.out; in
+    the release's root unless ``in_root`` is false."""
     if port is not None and port_open(port):  # else another program's answer would pass for the daemon's
         raise SystemExit(f"Slurm lab: port {port} (for {name}) is taken by another program; choose another "
                          "SLURM_LAB_PORT")
     prefix = ["runuser", "-u", user, "--"] if user else []
     with open(lab.path("log", f"{name}.out"), "ab") as log:
-        process = subprocess.Popen(prefix + command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                   env=dict(os.environ, **env), cwd=lab.root)
+        process = subprocess.Popen(lab.command(prefix + command) if in_root else prefix + command, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ, **env),
+                                   cwd=lab.root)
     lab.path("run", f"{name}.lab-pid").write_text(str(process.pid))
     if port is not None:
         wait_until(lambda: process.poll() is None and port_open(port), f"{name} on port {port}",
@@ -389,21 +646,47 @@ def start_daemon(lab: Lab, name: str, command: list[str], env: dict[str, str], p
 
 def add_associations(lab: Lab) -> None:
     def sacctmgr(*args: str) -> None:
-        subprocess.run(["sacctmgr", "-i", *args], check=False, env=slurm_env(lab),
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        lab.run(["sacctmgr", "-i", *args], check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    wait_until(lambda: subprocess.run(["sacctmgr", "-n", "list", "cluster"], env=slurm_env(lab),
-                                      capture_output=True).returncode == 0, "slurmdbd answering")
+    wait_until(lambda: lab.run(["sacctmgr", "-n", "list", "cluster"], capture_output=True).returncode == 0,
+               "slurmdbd answering")
     sacctmgr("add", "cluster", CLUSTER)
     for account in ACCOUNTS:
         sacctmgr("add", "account", account, f"cluster={CLUSTER}", f"Description={account}", "Organization=lab")
     sacctmgr("add", "user", "root", f"account={','.join(ACCOUNTS)}", f"cluster={CLUSTER}")
     sacctmgr("modify", "user", "root", "set", f"DefaultAccount={ACCOUNTS[0]}")
+    for user, accounts in USERS:
+        add_user(lab, user)
+        sacctmgr("add", "user", user, f"account={','.join(accounts)}", f"cluster={CLUSTER}")
+        sacctmgr("modify", "user", user, "set", f"DefaultAccount={accounts[0]}")
+
+
+def add_user(lab: Lab, name: str) -> None:
+    """A Unix user of this host, and of the release's root under the same uid and gid (the nodes and the console
+    must agree on who owns a job's files)."""
+    if subprocess.run(["id", name], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--user-group", "--shell", "/usr/sbin/nologin", name],
+                       check=True)
+    entry = pwd.getpwnam(name)
+    if lab.run(["id", name], capture_output=True).returncode != 0:
+        lab.run(["groupadd", "--gid", str(entry.pw_gid), name], check=False, capture_output=True)
+        lab.run(["useradd", "--no-create-home", "--uid", str(entry.pw_uid), "--gid", str(entry.pw_gid), "--shell",
+                 "/usr/sbin/nologin", name], check=True)
+
+
+def users_can_run(lab: Lab, program: Path, test: str = "-x") -> bool:
+    """Whether every lab user can run ``program`` on the nodes (folders on its way closed to them: not)."""
+    return all(lab.run(["runuser", "-u", user, "--", "test", test, str(program)], capture_output=True).returncode == 0
+               for user, _ in USERS)
+
+
+def users_can_read(lab: Lab, path: Path) -> bool:
+    return users_can_run(lab, path, "-r")
 
 
 def wait_for_nodes(lab: Lab) -> None:
     def all_idle() -> bool:
-        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], env=slurm_env(lab), capture_output=True, text=True)
+        out = lab.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True)
         states = dict(line.split() for line in out.stdout.splitlines() if line.strip())
         return len(states) == len(NODES) and all(state == "idle" for state in states.values())
 
@@ -411,17 +694,16 @@ def wait_for_nodes(lab: Lab) -> None:
 
 
 def start_rest(lab: Lab) -> None:
-    if subprocess.run(["id", REST_USER], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", REST_USER],
-                       check=True)
+    if lab.run(["id", REST_USER], capture_output=True).returncode != 0:
+        lab.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", REST_USER], check=True)
     env = {"SLURM_CONF": str(lab.slurm_conf), "SLURM_JWT": "daemon"}
-    start_daemon(lab, "slurmrestd", ["slurmrestd", "-a", "rest_auth/jwt", "-s", "openapi/v0.0.38,openapi/dbv0.0.38",
+    start_daemon(lab, "slurmrestd", ["slurmrestd", "-a", "rest_auth/jwt", "-s", lab.release.rest_plugins,
                                      f"127.0.0.1:{lab.rest_port}"], env, port=lab.rest_port, user=REST_USER)
 
 
 def write_token(lab: Lab, lifespan: int = 7 * 24 * 3600) -> None:
-    out = subprocess.run(["scontrol", "token", "username=root", f"lifespan={lifespan}"], env=slurm_env(lab),
-                         capture_output=True, text=True, check=True).stdout
+    out = lab.run(["scontrol", "token", "username=root", f"lifespan={lifespan}"], capture_output=True, text=True,
+                  check=True).stdout
     token_file = Path(lab.environment()["SLURM_JWT_FILE"])
     token_file.write_text(out.strip().removeprefix("SLURM_JWT=") + "\n")
     token_file.chmod(0o600)
@@ -436,12 +718,14 @@ def stop(lab: Lab, quiet: bool = False) -> None:
     for pid_file in pid_files:
         _terminate(int(pid_file.read_text()))
         pid_file.unlink()
-    munge_started = lab.path("run", "munged.pid-file")  # only a munged this lab started is stopped
-    if munge_started.exists():
-        pid_file = Path(munge_started.read_text())
-        if pid_file.exists():
-            _terminate(int(pid_file.read_text()))
-        munge_started.unlink()
+    if lab.release.root.exists():
+        if not others_running(lab):  # the last lab of its root: munged and the mounts go
+            munged = munged_pid_file(lab.release)
+            if munged.exists():
+                _terminate(int(munged.read_text() or 0))
+                munged.unlink()
+            unmount_shared(lab)
+        (labs_of(lab.release) / str(lab.port)).unlink(missing_ok=True)
     if not quiet:
         print(f"Slurm lab in {lab.root} stopped")
 
@@ -475,7 +759,8 @@ def _terminate(pid: int, grace: float = 10.0) -> None:
 
 
 def slurm_env(lab: Lab) -> dict[str, str]:
-    return dict(os.environ, SLURM_CONF=str(lab.slurm_conf))
+    """This environment, pointed at the lab: its configuration, and its release's commands first on PATH."""
+    return dict(os.environ, PATH=lab.environment()["PATH"], SLURM_CONF=str(lab.slurm_conf))
 
 
 def port_open(port: int) -> bool:
@@ -486,14 +771,16 @@ def port_open(port: int) -> bool:
 
 def wait_until(ready, what: str, failed=lambda: False, log: Path | None = None) -> None:
     deadline = time.monotonic() + START_TIMEOUT
+    outcome = f"after {START_TIMEOUT:.0f} s"
     while time.monotonic() < deadline:
         if ready():
             return
         if failed():
+            outcome = "(it exited)"
             break
         time.sleep(0.2)
     tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
-    raise SystemExit(f"Slurm lab: no {what} after {START_TIMEOUT:.0f} s\n{tail}")
+    raise SystemExit(f"Slurm lab: no {what} {outcome}\n{tail}")
 
 
 if __name__ == "__main__":

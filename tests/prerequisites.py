@@ -74,10 +74,6 @@ def _traces() -> bool:
     return all((traces_dir() / folder).is_dir() for folder in TRACE_FOLDERS)
 
 
-def _jwt_plugin() -> bool:
-    return any(Path("/usr/lib").glob("*/slurm-wlm/auth_jwt.so"))
-
-
 PREREQUISITES = {p.group: p for p in (
     # Debian's Chromium, driven by Playwright (never `playwright install`, which downloads a browser).
     Prerequisite("browser", "the browser tests (tests/browser/)", CHROMIUM.exists, ("chromium",), recommends=True),
@@ -88,12 +84,12 @@ PREREQUISITES = {p.group: p for p in (
     Prerequisite("alerting", "`promtool test rules` and a real Prometheus scraping /metrics",
                  _commands("promtool", "prometheus"), ("prometheus",)),
     Prerequisite("make", "the `make run` end-to-end test", _commands("make"), ("make",)),
-    # A real single-host Slurm (scripts/slurm_lab.py starts it); its daemons are started as root.
-    Prerequisite("slurm", "the Slurm back-end tests (tests/slurm/): Debian's Slurm 22.05, munge, MariaDB",
-                 lambda: _commands("slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munged", "mariadbd", "sbatch")()
-                 and _jwt_plugin(),
-                 ("slurm-wlm", "slurmctld", "slurmd", "slurmdbd", "slurmrestd", "munge", "slurm-wlm-jwt-plugin",
-                  "slurm-client", "mariadb-server")),
+    # A real single-host Slurm (scripts/slurm_lab.py starts it as root): each release is Debian's packages in a
+    # root the lab makes with debootstrap; the database is this host's MariaDB.
+    Prerequisite("slurm", "the Slurm back-end tests (tests/slurm/): MariaDB, and debootstrap for the roots of "
+                 "Slurm 22.05 and 24.11 (made from Debian's mirror on the first run)",
+                 _commands("mariadbd", "mariadb-install-db", "debootstrap", "chroot", "mount"),
+                 ("mariadb-server", "debootstrap")),
     Prerequisite("traces", f"the tests that read the public traces ({', '.join(TRACE_FOLDERS)})", _traces,
                  hint=f"TRACES_DIR set to a folder holding them (now {traces_dir()}, which lacks some; "
                       "`manage.py fetch_traces` downloads them)"),

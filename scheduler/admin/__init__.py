@@ -3,4 +3,4 @@
 Importing the package registers every page (Django's admin autodiscovery imports it).
 """
 
-from . import audit, forecasts, inventory, jobs, scheduling, whatif  # noqa: F401
+from . import audit, forecasts, inventory, jobs, logins, scheduling, whatif  # noqa: F401

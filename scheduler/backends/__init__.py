@@ -168,6 +168,7 @@ class Backend:
     check_submission: SubmissionCheck = refuse_scripts
     clock_speedup: Callable[[SchedulerSettings], float] = wall_clock
     compare_accounting: AccountingComparison | None = None
+    even_spread: bool = False  # it runs one GPU count per node: placement spreads jobs evenly
 
 
 # Back-end name (``SchedulerSettings.executor``) → the back-end.
@@ -177,10 +178,10 @@ BACKENDS: dict[str, Backend] = {}
 def register_backend(name: str, make: Callable[[SchedulerSettings], Executor], *, label: str,
                      check_submission: SubmissionCheck = refuse_scripts,
                      clock_speedup: Callable[[SchedulerSettings], float] = wall_clock,
-                     compare_accounting: AccountingComparison | None = None) -> None:
+                     compare_accounting: AccountingComparison | None = None, even_spread: bool = False) -> None:
     """Make ``name`` a back-end the settings may name: ``make(settings)`` gives its executor, ``check_submission(job)``
     vets a new job (see ``Backend`` for the rest). Each back-end's module calls this; no migration is needed."""
-    BACKENDS[name] = Backend(name, label, make, check_submission, clock_speedup, compare_accounting)
+    BACKENDS[name] = Backend(name, label, make, check_submission, clock_speedup, compare_accounting, even_spread)
 
 
 def backend_choices() -> list[tuple[str, str]]:

@@ -31,7 +31,7 @@ BETWEEN_ROUNDS = "started between rounds on idle GPUs"
 
 
 def start_waiting_jobs(snap: ClusterSnapshot, policy: Policy, state: PolicyState | None,
-                       restart_delay: RestartDelay) -> CycleResult | None:
+                       restart_delay: RestartDelay, even_spread: bool = False) -> CycleResult | None:
     """The starts of waiting jobs on GPUs no job holds, every running job kept as it is; None when there is nothing
     to start (no idle GPU, no waiting job, or none that the policy starts fits the idle GPUs) or the cluster is
     mid-change (a job holds a GPU that is not usable: a drain is the next round's to handle). ``state`` is the
@@ -46,7 +46,8 @@ def start_waiting_jobs(snap: ClusterSnapshot, policy: Policy, state: PolicyState
         return None
     targets = {job.id: job.gpus for job in snap.jobs if job.gpus} | starts
     placed = place(snap, targets, consolidate=policy.capabilities.consolidates_on_growth,
-                   gpu_types={job_id: t for job_id, t in result.gpu_types.items() if job_id in starts})
+                   gpu_types={job_id: t for job_id, t in result.gpu_types.items() if job_id in starts},
+                   even_spread=even_spread)
     if any(set(placed.placements.get(job.id, ())) != set(job.placement) for job in snap.jobs if job.placement):
         return None  # placement would move a running job (one on GPUs of a type it no longer takes): the round's
     outcome = _Outcome(snap.jobs, placed.placements, (result.reasons, placed.notes, placed.unplaced),

@@ -65,6 +65,8 @@ class CycleConfig:
     # Starts and resizes say what set their count, waits who holds the GPUs (explain.py); the simulator, which
     # never reads a reason, turns it off.
     explain_counts: bool = True
+    # The back-end runs one GPU count per node (Slurm): a job spanning nodes is placed evenly (placement rule 4).
+    even_spread: bool = False
 
     def __post_init__(self) -> None:
         horizons = (self.payback_seconds, self.settle_seconds)
@@ -228,7 +230,8 @@ def run_cycle(
     # it is rather than move with a count the policy did not price there.
     types = {job_id: t for job_id, t in result.gpu_types.items()
              if counts[job_id] == result.allocations[job_id] and job_id not in held}
-    placed = place(admitted, counts, consolidate=capabilities.consolidates_on_growth, gpu_types=types)
+    placed = place(admitted, counts, consolidate=capabilities.consolidates_on_growth, gpu_types=types,
+                   even_spread=config.even_spread)
     stages = (result.reasons, stage_reasons, placed.notes, placed.unplaced, rejected)
     outcome = _Outcome(snap.jobs, placed.placements, stages, result.batch_sizes, placed.type_notes,
                        snap if config.explain_counts else None, capabilities.count_rule, restart_delay)

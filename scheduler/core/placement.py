@@ -7,7 +7,10 @@ Rules, in order of importance:
 3. fewest nodes per job, without stranding GPUs: a job that fits on one node goes to the
    node with the least room that still fits it (best fit); a larger job takes whole free
    nodes and best-fits its remainder;
-4. a job never spans GPU types (as in Sia): it goes on the type a policy chose for it
+4. on a back-end that runs one GPU count per node (``even_spread``: Slurm asks for GPUs per node), a job
+   spanning nodes holds the same count on each: of the GPUs it would get, the most that make such a shape
+   (3 + 1 becomes 2 + 2 if another node has room, else 3 on one; the rest go back), said in ``notes``;
+5. a job never spans GPU types (as in Sia): it goes on the type a policy chose for it
    (``PolicyResult.gpu_types``), else the type it requires, else the type it holds, else, among the types
    with room for it, the one where it goes fastest (``speed.type_speeds``), and says so in
    ``type_notes`` ("on a100: 2.7× its v100 speed"); ties go to the type it fits tightest. An elastic job
@@ -101,14 +104,17 @@ class _FreeGpus:
 
 def place(
     snap: ClusterSnapshot, targets: Mapping[str, int], consolidate: bool = False,
-    gpu_types: Mapping[str, str] | None = None,
+    gpu_types: Mapping[str, str] | None = None, even_spread: bool = False,
 ) -> PlacementResult:
     """Concrete GPUs for every job with a positive target count.
 
     ``consolidate``: a growing job that does not fit on its own node but fits whole on another
     moves there instead of spanning nodes (``_grow``), for policies that place node by node.
     ``gpu_types``: the GPU type a policy chose for a job (it moves there if it holds another).
+    ``even_spread``: every job spanning nodes gets one GPU count per node (rule 4).
     """
+    if even_spread:
+        return _evenly(snap, place(snap, targets, consolidate, gpu_types), targets)
     index, chosen = snap.index, gpu_types or {}
     kept: dict[str, tuple[str, ...]] = {}  # job id → GPUs it keeps, for every job with a target
     growing: list[JobInfo] = []  # jobs that need GPUs beyond those they keep
@@ -148,6 +154,65 @@ def place(
     for job_id in type_notes.keys() - placements.keys():
         del type_notes[job_id]
     return PlacementResult(placements, unplaced, notes, type_notes)
+
+
+def _evenly(snap: ClusterSnapshot, placed: PlacementResult, targets: Mapping[str, int]) -> PlacementResult:
+    """``placed`` with every uneven spread over nodes made even: first from GPUs it leaves free (the largest
+    even shape of the job's count on the nodes with room, fewest nodes first), else the largest even part of what
+    it got. Jobs are taken largest first; a job left below its minimum is unplaced (or keeps what it holds)."""
+    index, jobs = snap.index, {job.id: job for job in snap.jobs}
+    per_node = {job_id: _by_node(gpus, index.node_of) for job_id, gpus in placed.placements.items()}
+    uneven = [job_id for job_id, nodes in per_node.items() if len({len(ids) for ids in nodes.values()}) > 1]
+    if not uneven:
+        return placed
+    placements, unplaced = dict(placed.placements), dict(placed.unplaced)
+    notes, type_notes = dict(placed.notes), dict(placed.type_notes)
+    taken = {gpu for gpus in placements.values() for gpu in gpus}
+    for job_id in sorted(uneven, key=lambda j: (-len(placements[j]), j)):
+        job, decided = jobs[job_id], per_node[job_id]
+        taken -= set(placements[job_id])
+        nodes = {node: [gpu for gpu in index.usable_by_node[node] if gpu not in taken or gpu in job.placement]
+                 for node in index.usable_by_node if index.node_type[node] == index.node_type[next(iter(decided))]}
+        shape = _even_shape(decided, nodes, len(placements[job_id]), set(job.placement))
+        shape_text = " + ".join(str(len(ids)) for ids in decided.values())
+        if shape is None or len(shape) < job.min_gpus:
+            del placements[job_id]
+            unplaced[job_id] = f"cannot place: no even spread of ≥ {job.min_gpus} GPUs over nodes ({shape_text} free)"
+            continue
+        placements[job_id] = shape
+        taken |= set(shape)
+        if len(shape) < targets.get(job_id, len(shape)):
+            count = len(_by_node(shape, index.node_of))
+            notes[job_id] = (f"{len(shape)} GPUs as {count} × {len(shape) // count}: the cluster runs one GPU count "
+                             f"per node ({shape_text} was free)")
+    for job_id in type_notes.keys() - placements.keys():
+        del type_notes[job_id]
+    return PlacementResult(placements, unplaced, notes, type_notes)
+
+
+def _by_node(gpus: Iterable[str], node_of: Mapping[str, str]) -> dict[str, list[str]]:
+    nodes: dict[str, list[str]] = {}
+    for gpu in gpus:
+        nodes.setdefault(node_of[gpu], []).append(gpu)
+    return nodes
+
+
+def _even_shape(decided: Mapping[str, list[str]], free: Mapping[str, list[str]], count: int,
+                held: set[str]) -> tuple[str, ...] | None:
+    """The most GPUs, at most ``count``, as k nodes × c GPUs (fewest nodes among the largest), from the nodes'
+    ``free`` GPUs; nodes the job holds or was given first, and on them the GPUs it holds first."""
+    preferred = sorted(free, key=lambda node: (node not in decided, -len(free[node]), node))
+    best: tuple[int, int] = (0, 0)  # (GPUs, −nodes)
+    for per_node in range(1, count + 1):
+        fitting = [node for node in preferred if len(free[node]) >= per_node]
+        nodes = min(len(fitting), count // per_node)
+        if nodes and (per_node * nodes, -nodes) > best:
+            best, chosen = (per_node * nodes, -nodes), (fitting[:nodes], per_node)
+    if not best[0]:
+        return None
+    names, per_node = chosen
+    return tuple(gpu for node in names
+                 for gpu in sorted(free[node], key=lambda gpu: (gpu not in held, gpu))[:per_node])
 
 
 def _fastest_with_room(snap: ClusterSnapshot, pool: _FreeGpus, job: JobInfo, count: int,

@@ -24,6 +24,7 @@ from scheduler.backends import BACKENDS
 from scheduler.live.forecast_requests import FORECAST_TASK, request_forecast
 
 from ..core.config import SchedulingConfig, policy_config_errors, policy_names
+from ..core.cycle import CycleConfig
 from ..models import SchedulerSettings, SettingsChange
 
 logger = logging.getLogger(__name__)
@@ -101,6 +102,9 @@ def scheduling_config(row: SchedulerSettings | None = None, **overrides: Any) ->
         "policy": row.policy, "policy_config": dict(row.policy_config or {}),
         "round_seconds": float(row.round_seconds), "restart_seconds": float(row.restart_seconds) / speedup,
     }
+    backend = BACKENDS.get(row.executor)
+    if backend is not None and backend.even_spread:
+        fields["cycle"] = CycleConfig(even_spread=True)
     if "policy" in overrides and overrides["policy"] != row.policy:
         fields["policy_config"] = {}  # the row's configuration is the row's policy's
     return SchedulingConfig(**(fields | overrides))

@@ -127,7 +127,8 @@ def _start_between_rounds(row: SchedulerSettings, config: SchedulingConfig, now:
     timings.mark("snapshot")
     try:
         policy = build_policy(config)
-        result = start_waiting_jobs(live.snap, policy, load_round_state(policy.name), config.restart_delay)
+        result = start_waiting_jobs(live.snap, policy, load_round_state(policy.name), config.restart_delay,
+                                    config.cycle.even_spread)
     except Exception:
         logger.exception("policy %s failed between rounds; the next round records it", config.policy)
         return None

@@ -24,6 +24,7 @@ from .queue import (
     QUEUED_STATES,
     SCHEDULABLE_STATES,
     Allocation,
+    ClusterLogin,
     Gpu,
     GpuHealth,
     Job,
@@ -32,14 +33,15 @@ from .queue import (
     Node,
     Tenant,
     TenantQuerySet,
+    cluster_login,
     new_report_token,
 )
 from .whatif import WHATIF_FINISHED, WhatIfRun, WhatIfStatus, WhatIfSweep
 
 __all__ = [
     "ACTIVE_STATES", "FINISHED_STATES", "JOB_TRANSITIONS", "QUEUED_STATES", "SCHEDULABLE_STATES", "WHATIF_FINISHED",
-    "Allocation", "DemoFeed", "ExecutorKind", "Forecast", "Gpu", "GpuHealth", "Job", "JobForecast", "JobQuerySet",
-    "JobReport", "JobState", "Lease", "Node", "PolicyState", "RescaleEvent", "RescaleKind", "RoundMemory",
-    "RoundStatus", "RuntimeModel", "SchedulerSettings", "SchedulingRound", "SettingsChange", "Tenant", "TenantQuerySet",
-    "WhatIfRun", "WhatIfStatus", "WhatIfSweep", "new_report_token",
+    "Allocation", "ClusterLogin", "DemoFeed", "ExecutorKind", "Forecast", "Gpu", "GpuHealth", "Job", "JobForecast",
+    "JobQuerySet", "JobReport", "JobState", "Lease", "Node", "PolicyState", "RescaleEvent", "RescaleKind",
+    "RoundMemory", "RoundStatus", "RuntimeModel", "SchedulerSettings", "SchedulingRound", "SettingsChange", "Tenant",
+    "TenantQuerySet", "WhatIfRun", "WhatIfStatus", "WhatIfSweep", "cluster_login", "new_report_token",
 ]

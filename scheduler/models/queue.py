@@ -11,7 +11,7 @@ import secrets
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
-from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator
+from django.core.validators import MaxLengthValidator, MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import F, Q
 
@@ -52,6 +52,32 @@ class Tenant(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+# A Unix user name as useradd takes it (Debian's default NAME_REGEX, without the trailing $ of machine accounts).
+LOGIN_NAME = RegexValidator(r"^[a-z_][a-z0-9_-]{0,31}\Z", "A cluster login is a Unix user name: at most 32 lower-case "
+                            "letters, digits, _ and -, starting with a letter or _.")
+
+
+class ClusterLogin(models.Model):
+    """The cluster user a console user's jobs run as (on Slurm: the job's owner in ``squeue`` and ``sacct``);
+    without a row, the console username."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cluster_login")
+    login = models.CharField(max_length=32, validators=[LOGIN_NAME],
+                             help_text="the Unix user on the cluster this console user's jobs run as")
+
+    class Meta:
+        ordering = ["user__username"]
+
+    def __str__(self) -> str:
+        return f"{self.user} → {self.login}"
+
+
+def cluster_login(user: User) -> str:
+    """The cluster user ``user``'s jobs run as: their ``ClusterLogin``, else their username."""
+    login = ClusterLogin.objects.filter(user=user).values_list("login", flat=True).first()
+    return login or user.username
 
 
 class Node(models.Model):

@@ -142,3 +142,51 @@ def test_placements_are_valid_for_any_feasible_targets(case: tuple[ClusterSnapsh
         still_usable = [g for g in jobs[jid].placement if g in usable]
         if len(still_usable) <= len(gpus) and not jobs[jid].gpu_type:
             assert set(still_usable) <= set(gpus)
+
+
+def per_node(gpus: tuple[str, ...]) -> list[int]:
+    counts: dict[str, int] = {}
+    for gpu in gpus:
+        counts[gpu.rsplit("-", 1)[0]] = counts.get(gpu.rsplit("-", 1)[0], 0) + 1
+    return sorted(counts.values(), reverse=True)
+
+
+def test_an_uneven_spread_becomes_even_where_the_back_end_runs_one_count_per_node() -> None:
+    """n1 has 3 free, n2 1, n3 2: a 4-GPU job would get 3 + 1; evenly, it gets 2 + 2 (n1 and n3), all 4 used."""
+    others = [job("o1", 1, placement=("n1-3",)), job("o2", 3, placement=("n2-0", "n2-1", "n2-2")),
+              job("o3", 2, placement=("n3-0", "n3-1"))]
+    cluster = snap([node("n1", 4), node("n2", 4), node("n3", 4)], [*others, job("j", 2, 4)])
+    targets = {"o1": 1, "o2": 3, "o3": 2, "j": 4}
+    assert per_node(place(cluster, targets).placements["j"]) == [3, 1]
+    even = place(cluster, targets, even_spread=True)
+    assert per_node(even.placements["j"]) == [2, 2] and "j" not in even.notes
+    assert {gpu: job_id for job_id, gpus in even.placements.items() for gpu in gpus}.keys() >= {"n1-3", "n2-0"}
+
+
+def test_where_no_even_shape_holds_the_count_the_job_gets_the_largest_one_and_says_so() -> None:
+    """3 + 1 free and nothing else: an elastic job gets 3 on one node, with the reason; a rigid 4 waits."""
+    others = [job("o", 3, placement=("n2-0", "n2-1", "n2-2")), job("p", 1, placement=("n1-3",))]
+    cluster = snap([node("n1", 4), node("n2", 4)], [*others, job("j", 1, 4)])
+    result = place(cluster, {"o": 3, "p": 1, "j": 4}, even_spread=True)
+    assert per_node(result.placements["j"]) == [3] and nodes_used(result.placements["j"]) == {"n1"}
+    assert "one GPU count per node" in result.notes["j"] and "3 + 1" in result.notes["j"]
+    rigid = snap([node("n1", 4), node("n2", 4)], [*others, job("j", 4)])
+    result = place(rigid, {"o": 3, "p": 1, "j": 4}, even_spread=True)
+    assert "j" not in result.placements and "no even spread" in result.unplaced["j"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=snapshot_with_targets())
+def test_an_even_spread_is_valid_and_never_uneven(case: tuple[ClusterSnapshot, dict[str, int]]) -> None:
+    cluster, targets = case
+    result = place(cluster, targets, even_spread=True)
+    usable = {g.id for n in cluster.nodes for g in n.usable_gpus}
+    used = [gpu for gpus in result.placements.values() for gpu in gpus]
+    assert len(used) == len(set(used)) and set(used) <= usable
+    jobs = {j.id: j for j in cluster.jobs}
+    for jid, gpus in result.placements.items():
+        assert len(set(per_node(gpus))) == 1  # one count on every node it spans
+        assert jobs[jid].min_gpus <= len(gpus) <= targets[jid]
+        if jid not in result.notes:
+            assert len(gpus) == targets[jid]
+    assert set(result.placements) | set(result.unplaced) == {j for j, n in targets.items() if n > 0}

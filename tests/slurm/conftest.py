@@ -27,6 +27,8 @@ from tests import prerequisites
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_PORT = 26817  # away from `make slurm-lab`'s 16817, so a lab an operator runs is left alone
+# Every Slurm test runs against each release; CI's second pass, which checks another database, takes one.
+RELEASES = tuple(os.environ.get("SLURM_TEST_RELEASES", "22.05,24.11").split(","))
 pytestmark = pytest.mark.needs("slurm")
 
 
@@ -67,7 +69,9 @@ class RunningLab:
 
     def clean(self) -> None:
         """Cancel every job, resume every node, and wait until the nodes are free."""
-        self.run("scancel", "--user=root", "--full", check=False)
+        jobs = self.run("squeue", "-h", "-o", "%i", check=False).split()  # every user's (the jobs run as owners)
+        if jobs:
+            self.run("scancel", "--full", *jobs, check=False)
         for name, _, _ in self.module.NODES:
             self.run("scontrol", "update", f"NodeName={name}", "State=RESUME", check=False)
         deadline = time.monotonic() + 60
@@ -78,17 +82,19 @@ class RunningLab:
             time.sleep(0.5)
 
 
-@pytest.fixture(scope="session")
-def slurm_lab() -> Iterator[RunningLab]:
+@pytest.fixture(scope="session", params=RELEASES)
+def slurm_lab(request: pytest.FixtureRequest) -> Iterator[RunningLab]:
+    """One lab per release; pytest runs every Slurm test on the first, stops it, then on the next."""
     prerequisites.require("slurm")
     if os.geteuid() != 0:
         pytest.fail("the Slurm lab starts its daemons as root (as .ci/run and `make test` run)", pytrace=False)
     module = _lab_module()
+    port = LAB_PORT + 100 * RELEASES.index(request.param)
     # Not under pytest's own temporary folder (0700): slurmrestd and MariaDB run as their own users and read it.
-    root = Path(tempfile.gettempdir()) / f"cluster-ops-slurm-lab-{LAB_PORT}"
+    root = Path(tempfile.gettempdir()) / f"cluster-ops-slurm-lab-{port}"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(mode=0o755)
-    lab = module.Lab(root, LAB_PORT)
+    lab = module.Lab(root, port, module.RELEASES[request.param])
     module.start(lab)
     try:
         yield RunningLab(module, lab)
@@ -97,15 +103,19 @@ def slurm_lab() -> Iterator[RunningLab]:
 
 
 @pytest.fixture
-def slurm(slurm_lab: RunningLab, settings: Any, tmp_path: Path, db: None) -> Iterator[RunningLab]:
+def slurm(slurm_lab: RunningLab, settings: Any, tmp_path: Path, db: None,
+          monkeypatch: pytest.MonkeyPatch) -> Iterator[RunningLab]:
     """The lab, the console pointed at it (schedule mode, Tiresias), and a clean queue after the test."""
     environment = slurm_lab.lab.environment()
+    if "PATH" in environment:  # the release's own commands, as the lab's `export` lines set them
+        monkeypatch.setenv("PATH", environment["PATH"])
     settings.SLURM_REST_URL = environment["SLURM_REST_URL"]
     settings.SLURM_JWT_FILE = environment["SLURM_JWT_FILE"]
     settings.SLURM_CONF = environment["SLURM_CONF"]
     settings.SLURM_SCRIPT_DIR = environment["SLURM_SCRIPT_DIR"]
     settings.SLURM_USER = "root"
-    settings.JOB_DIR = tmp_path / "jobs"
+    # A folder the lab's users can reach (pytest's own is closed to them): jobs run as their owners.
+    settings.JOB_DIR = slurm_lab.lab.path("console-jobs", tmp_path.name)
     row = scheduler_settings()
     row.executor, row.policy = ExecutorKind.SLURM, "tiresias"
     row.save()

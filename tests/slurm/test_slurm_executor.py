@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pwd
 import re
 import time
 from pathlib import Path
@@ -9,13 +10,15 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import User
 
-from scheduler.backends.files import job_dir
+from scheduler.backends.files import SLURM_LOG, job_dir
+from scheduler.backends.slurm.client import parse_gres
 from scheduler.backends.slurm.executor import REQUEUE_WAIT_SECONDS
 from scheduler.jobs import verbs
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
 from scheduler.models import (
     Allocation,
+    ClusterLogin,
     Gpu,
     GpuHealth,
     Job,
@@ -82,8 +85,11 @@ def test_inventory_comes_from_slurm(slurm: RunningLab) -> None:
         ("gpu01", "a100"), ("gpu02", "a100"), ("gpu03", "v100"), ("gpu04", "v100")}
 
 
-def test_a_job_submitted_through_the_api_runs_in_slurm_on_the_decided_gpus(slurm: RunningLab,
-                                                                            operator: User) -> None:
+def test_a_job_submitted_through_the_api_runs_in_slurm_as_its_owner_on_the_decided_gpus(slurm: RunningLab,
+                                                                                        operator: User) -> None:
+    """The owner's cluster login (set in admin; here alice, a Unix user of the lab's nodes) is the Slurm job's user:
+    in squeue, in sacct and as the owner of the files it writes."""
+    ClusterLogin.objects.create(user=operator, login="alice")
     run_round()  # the inventory
     response = token_client(operator).post("/api/jobs/", {
         "tenant": "vision", "name": "resnet", "workload_profile": "cifar10", "total_work": 1000,
@@ -100,10 +106,34 @@ def test_a_job_submitted_through_the_api_runs_in_slurm_on_the_decided_gpus(slurm
     line = running_in_slurm(slurm, job, 2)
     decided = held_by_console(job)
     assert decided == {line["nodes"]: 2}  # exactly the node the console decided, with its GPU count
-    assert line["gres"] == "gres:gpu:v100:2"
+    assert parse_gres(line["gres"]) == ("v100", 2)  # squeue says gres:gpu:… (22.05) or gres/gpu:… (24.11)
     first = wait_for(lambda: starts(job), "the job's first start in its log")
     assert first[0][2].count(",") == 1  # CUDA_VISIBLE_DEVICES names the 2 GPUs Slurm allocated
     assert RescaleEvent.objects.filter(job=job, kind=RescaleKind.START).exists()
+    assert slurm.run("squeue", "-h", "-j", job.cluster_job_id, "-o", "%u").strip() == "alice"
+    assert wait_for(lambda: slurm.run("sacct", "-n", "-X", "-j", job.cluster_job_id, "-o", "User%20").strip(),
+                    "the job in sacct") == "alice"
+    alice = pwd.getpwnam("alice").pw_uid
+    assert (job_dir(job.pk) / "logs" / SLURM_LOG).stat().st_uid == alice  # written by the job, as alice
+    assert job_dir(job.pk).stat().st_uid == alice
+
+
+def test_a_submission_slurm_would_refuse_for_its_owner_is_a_400_naming_the_field(slurm: RunningLab,
+                                                                                  operator: User) -> None:
+    """bob may submit to vision and nlp, not research; a login that is no Unix name cannot be a Slurm user."""
+    run_round()
+    login = ClusterLogin.objects.create(user=operator, login="bob")
+    job = {"tenant": "research", "name": "x", "workload_profile": "cifar10", "total_work": 1000, "min_gpus": 1,
+           "max_gpus": 1, "command": "true"}
+    refused = token_client(operator).post("/api/jobs/", job, format="json")
+    assert refused.status_code == 400
+    assert "Slurm user 'bob' may not submit to account 'research'" in refused.json()["tenant"][0]
+    assert token_client(operator).post("/api/jobs/", {**job, "tenant": "nlp"}, format="json").status_code == 201
+    login.login = "Bob Smith"
+    login.save()
+    refused = token_client(operator).post("/api/jobs/", {**job, "tenant": "nlp"}, format="json")
+    assert refused.status_code == 400 and "is not a Unix user name" in refused.json()["owner"][0]
+    assert Job.objects.filter(tenant__name="research").count() == 0 and Job.objects.count() == 1
 
 
 def test_a_resize_from_2_to_4_gpus_is_checkpoint_requeue_resize_release_and_keeps_progress(
@@ -247,3 +277,37 @@ def set_policy_config(config: dict[str, object]) -> None:
     row = scheduler_settings()
     row.policy_config = config
     row.save()
+
+
+def test_waiting_console_jobs_are_held_in_squeue_found_again_and_cancelled_with_them(slurm: RunningLab) -> None:
+    """squeue shows the console's queue: a job that waits is held in Slurm under its comment; placed, the same
+    Slurm job is pinned and released; a console that lost the Slurm id finds it again by the comment; a cancel in
+    the console cancels it."""
+    run_round()  # the inventory
+    fillers = [verbs.submit_job(tenant="vision", name=f"fill-{n}", workload_profile="cifar10", total_work=1000,
+                                min_gpus=4, max_gpus=4, gpu_type="a100", command="sleep 300") for n in range(2)]
+    waiting = verbs.submit_job(tenant="vision", name="waits", workload_profile="cifar10", total_work=1000,
+                               min_gpus=4, max_gpus=4, gpu_type="a100", command="sleep 300")
+    run_round()
+    waiting.refresh_from_db()
+    assert waiting.state == JobState.PENDING and waiting.cluster_job_id
+    line = slurm.squeue(waiting.cluster_job_id)
+    assert line["state"] == "PENDING" and line["reason"] == "JobHeldUser"
+    for filler in fillers:  # placed: pinned, released, and started by Slurm
+        running_in_slurm(slurm, filler, 4)
+    held = {i for i, state, comment in (row.split("|") for row in slurm.run(
+        "squeue", "-h", "-t", "PENDING", "-o", "%i|%T|%k").split()) if comment.startswith("cluster-ops:")}
+    assert held == {waiting.cluster_job_id}  # the console's waiting jobs, and only those
+
+    first = waiting.cluster_job_id
+    Job.objects.filter(pk=waiting.pk).update(cluster_job_id="")  # a console that lost the answer
+    run_round()
+    waiting.refresh_from_db()
+    assert waiting.cluster_job_id == first  # found again by its comment, not submitted twice
+    assert len(slurm.run("squeue", "-h", "-t", "PENDING", "-o", "%i").split()) == 1
+
+    verbs.cancel_job(waiting)
+    run_round()
+    assert wait_for(lambda: slurm.squeue(waiting.cluster_job_id).get("state") in (None, "CANCELLED"),
+                    "the held Slurm job cancelled with its console job")
+    assert all(job.refresh_from_db() or job.state == JobState.RUNNING for job in fillers)

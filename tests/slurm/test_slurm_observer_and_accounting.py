@@ -21,7 +21,7 @@ from scheduler.backends.slurm.client import JobSpec, RestTransport, SlurmRefused
 from scheduler.jobs import verbs
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
-from scheduler.models import Allocation, ExecutorKind, Job, JobState, Tenant
+from scheduler.models import Allocation, ClusterLogin, ExecutorKind, Job, JobState, Tenant
 from tests.api.conftest import token_client
 
 from .conftest import RunningLab, training_command, wait_for
@@ -123,6 +123,7 @@ def test_bad_submissions_are_refused_by_name_and_write_nothing(slurm: RunningLab
 
 
 def test_a_script_in_the_allowed_folder_runs(slurm: RunningLab, operator: User) -> None:
+    ClusterLogin.objects.create(user=operator, login="alice")  # a user of the lab's nodes, in vision
     run_round()
     folder = Path(slurm.lab.environment()["SLURM_SCRIPT_DIR"])
     script = folder / "hello.sh"

@@ -55,15 +55,26 @@ def test_a_host_list_that_names_too_many_hosts_is_refused_not_expanded() -> None
         expand_hostlist("gpu[a-b]")
 
 
-def test_a_job_record_of_another_shape_is_refused_by_name_not_a_crash() -> None:
-    from scheduler.backends.slurm.client import RestV0038, SlurmRefused
+@pytest.mark.parametrize("version", ["v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42"])
+def test_a_job_record_of_another_shape_is_refused_by_name_not_a_crash(version: str) -> None:
+    from scheduler.backends.slurm.client import ADAPTERS, SlurmRefused
 
     class Transport:
         def call(self, method: str, path: str) -> dict[str, object]:
             return {"jobs": [{"name": "no id"}], "nodes": [{"gres": "gpu:a100:4"}]}
 
-    rest = RestV0038(Transport())  # type: ignore[arg-type]
+    rest = ADAPTERS[version](Transport(), None)  # type: ignore[arg-type]
     with pytest.raises(SlurmRefused, match="a job record that Cluster Ops cannot read"):
         rest.jobs()
     with pytest.raises(SlurmRefused, match="a node record"):
         rest.nodes()
+
+
+def test_on_slurm_rounds_place_jobs_evenly_over_nodes(db: None) -> None:
+    """Slurm asks for GPUs per node: its rounds run with placement's even spread, the other back-ends without."""
+    from scheduler.live.config import scheduling_config
+
+    row = scheduler_settings()
+    for executor, even in (("slurm", True), ("simulated", False)):
+        row.executor = executor
+        assert scheduling_config(row).cycle.even_spread is even

@@ -1,8 +1,9 @@
 """The console schedules, Slurm executes: each round's decisions as Slurm jobs on exactly the decided nodes.
 
-A console job becomes one Slurm batch job, submitted **held** with the comment ``cluster-ops:<job id>`` the
-first time a round places it, then pinned (``scontrol update NodeList=… NumNodes=n-n Gres=gpu:<type>:<k>
-StartTime=now``) and released — Slurm never starts it anywhere the console did not decide. The Slurm job id is
+A console job becomes one Slurm batch job, submitted **held** with the comment ``cluster-ops:<job id>:<tag>`` as
+soon as it waits (so ``squeue`` shows the console's queue), as its owner (``submission.slurm_user``), then, when a
+round places it, pinned to the decided nodes and GPUs per node, eligible now (a REST job update; ``scontrol
+update`` on 22.05) and released — Slurm never starts it anywhere the console did not decide. The Slurm job id is
 stored at once, and a launch resent after a crash finds the job by its comment, so nothing is submitted twice.
 
 - A **rescale** is checkpoint → requeue → resize → release: ``scontrol requeuehold`` sends the job SIGTERM (the
@@ -11,8 +12,9 @@ stored at once, and a launch resent after a crash finds the job by its comment, 
 - A **preemption** is the requeue-and-hold alone; resuming is the pin-and-release of a later start.
 - A console **cancel** (a finished job still running in Slurm) is ``DELETE job``.
 
-Slurm pins one GPU count per node (``Gres`` is per node; 22.05 cannot update a per-job count): a placement that
-spans nodes unevenly (3 + 1) runs with the smallest count on each of its nodes, and the round says so.
+Slurm pins one GPU count per node (GPUs are asked for per node): the back-end registers ``even_spread``, so
+rounds place a job that spans nodes with the same count on each (``core.placement``, rule 4). A placement that is
+uneven all the same (a round of another back-end's settings) runs with the smallest count, and the round says so.
 
 ``observe`` charges GPU time as Slurm ran it (its GPUs × the time it was RUNNING: what ``sacct`` counts), moves
 a rescaled job back to running once Slurm runs it, records finishes with Slurm's state, and reports — never
@@ -24,6 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import pwd
 import shlex
 import time
 from collections import Counter
@@ -31,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import ClassVar
 
 from django.conf import settings
@@ -70,6 +75,7 @@ SUCCEEDED = frozenset({"COMPLETED"})
 CANCELLED = frozenset({"CANCELLED"})
 FAILED = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
 ENDED = SUCCEEDED | CANCELLED | FAILED
+QUEUE_SUBMITS = 200  # waiting jobs newly held in Slurm per round: a round stays short when many arrive at once
 REQUEUE_WAIT_SECONDS = 20.0  # how long a round waits for requeued jobs to leave their nodes (KillWait + margin)
 
 
@@ -152,6 +158,7 @@ class SlurmExecutor(SlurmReader):
                     at = max(at, held_since.get(job.pk) or at)
                     finish_jobs([job], {job.pk: at}, state, reason)
         self._report_strangers()
+        self._queue_in_slurm(now)
         self.measured_restarts = measured  # this observation's, for the round to price
         progress = {str(job.pk): job for job in jobs}
         kept = tuple(
@@ -159,6 +166,38 @@ class SlurmExecutor(SlurmReader):
             else job for job in snap.jobs if int(job.id) not in finished
         )
         return dataclasses.replace(snap, jobs=kept)
+
+    def _queue_in_slurm(self, now: datetime) -> None:
+        """The console's waiting jobs held in Slurm, so that ``squeue`` shows the queue the console has (at most
+        ``QUEUE_SUBMITS`` new ones a round); a held Slurm job whose console job has ended, cancelled. A placement
+        later pins and releases the held job (``_arrive``)."""
+        client = self.client or connect()
+        waiting = Job.objects.select_related("tenant", "owner").filter(state=JobState.PENDING).order_by(
+            "submitted_at", "pk")
+        submitted = 0
+        for job in waiting.iterator():
+            if submitted >= QUEUE_SUBMITS:
+                break
+            if self._find(job) is not None:
+                continue
+            if self._guarded(job, now, partial(self._hold_in_slurm, client, job)) is None:
+                break  # Slurm did not answer: the next round goes on
+            submitted += 1
+        if submitted:  # the round's launches find them
+            self.slurm_jobs.update(client.jobs_by_id())
+        pending = [slurm_job.id for slurm_job in self.slurm_jobs.values()
+                   if slurm_job.state == "PENDING" and slurm_job.console_job_id is not None]
+        for job_id in Job.objects.filter(cluster_job_id__in=[str(i) for i in pending],
+                                         state__in=FINISHED_STATES).values_list("cluster_job_id", flat=True):
+            client.rest.cancel(int(job_id))
+
+    def _hold_in_slurm(self, client: SlurmClient, job: Job) -> bool:
+        """A held Slurm job for a waiting console job: its GPU type when it requires one, else untyped (the nodes it
+        is pinned to when placed decide the type: Slurm 22.05 cannot type an untyped request later)."""
+        job_id = client.rest.submit(self._spec(job, gres(job.gpu_type or "", job.min_gpus)))
+        Job.objects.filter(pk=job.pk).update(cluster_job_id=str(job_id))
+        job.cluster_job_id = str(job_id)
+        return True
 
     def _report_strangers(self) -> None:
         """Slurm jobs marked as the console's that no console job claims: reported, left alone."""
@@ -254,8 +293,9 @@ class SlurmExecutor(SlurmReader):
             self.notes.append(f"job {move.job.pk} moved from {move.slurm_job.gpu_type} to {move.gpu_type}: Slurm job "
                               f"{move.slurm_job.id} replaced by {job_id}")
             return True
-        client.commands.place(move.slurm_job.id, move.per_node, move.gpu_type)
-        client.commands.release(move.slurm_job.id)
+        # A job held untyped stays untyped: the nodes it is pinned to are of the decided type.
+        client.rest.place(move.slurm_job.id, move.per_node, move.gpu_type if move.slurm_job.gpu_type else "")
+        client.rest.release(move.slurm_job.id)
         return True
 
     def _submit(self, client: SlurmClient, job: Job, per_node: dict[str, int], gpu_type: str) -> int:
@@ -263,8 +303,8 @@ class SlurmExecutor(SlurmReader):
         job_id = client.rest.submit(self._spec(job, gres(gpu_type, max(per_node.values()))))
         Job.objects.filter(pk=job.pk).update(cluster_job_id=str(job_id))
         job.cluster_job_id = str(job_id)
-        client.commands.place(job_id, per_node, gpu_type)
-        client.commands.release(job_id)
+        client.rest.place(job_id, per_node, gpu_type)
+        client.rest.release(job_id)
         return job_id
 
     def _stop(self, client: SlurmClient, job: Job, slurm_job: SlurmJob | None, now: datetime) -> bool:
@@ -277,7 +317,7 @@ class SlurmExecutor(SlurmReader):
             self._charge_until(job, slurm_job, now)
             client.commands.requeue_hold(slurm_job.id)
         elif slurm_job.state == "PENDING" and not slurm_job.held:
-            client.commands.hold(slurm_job.id)
+            client.rest.hold(slurm_job.id)
         return True
 
     def _find(self, job: Job) -> SlurmJob | None:
@@ -298,13 +338,16 @@ class SlurmExecutor(SlurmReader):
         gpu_type = next((types[gpu.uuid] for gpu in launch.gpus if gpu.uuid in types), "")
         even = min(counts.values())
         if len(set(counts.values())) > 1:
+            logger.error("job %s: an uneven placement reached Slurm", job.pk)  # placement spreads evenly here
             self.notes.append(f"job {job.pk}: Slurm pins one GPU count per node; the decided "
                               f"{' + '.join(map(str, counts.values()))} runs as {even} on each of {len(counts)} nodes")
         return {host: even for host in launch.hosts}, gpu_type
 
     def _spec(self, job: Job, gres: str) -> JobSpec:
-        folder = job_dir(job.pk)
-        (folder / "logs").mkdir(parents=True, exist_ok=True)
+        folder, user = job_dir(job.pk), submission.slurm_user(job)
+        for made in (folder, folder / "logs", checkpoint_dir(job.pk)):
+            made.mkdir(parents=True, exist_ok=True)
+            give_to(made, user)
         return JobSpec(
             name=job.name[:100], account=job.tenant.name, comment=job_comment(job.pk, job.report_token),
             script=batch_script(job), working_directory=str(folder), output=str(folder / "logs" / SLURM_LOG),
@@ -314,8 +357,9 @@ class SlurmExecutor(SlurmReader):
                 "CLUSTER_OPS_REPORT_URL": f"{settings.PUBLIC_URL}/api/jobs/{job.pk}/report/",
                 "CLUSTER_OPS_REPORT_TOKEN": job.report_token,
             },
-            gres=gres,  # Slurm refuses to change a typed request to an untyped one: typed from the start
+            gres=gres,  # typed or not for good: Slurm 22.05 changes neither into the other
             time_limit_minutes=max(1, round(job.expected_seconds / 60)) if job.expected_seconds else None,
+            user=user,
         )
 
     def _charge_until(self, job: Job, slurm_job: SlurmJob, now: datetime) -> None:
@@ -355,6 +399,20 @@ def charge_slurm_time(job: Job, slurm_job: SlurmJob, now: datetime) -> None:
         charge_gpu_time(job, slurm_job.gpus, until)
 
 
+def give_to(folder: Path, user: str) -> None:
+    """``folder`` owned by the Slurm user its job runs as, which writes its output and checkpoints there. Only a
+    console running as root can give a folder away; otherwise the folder must be writable by that user already
+    (a shared folder with the job users' group, say), which the job's first start shows."""
+    if os.geteuid() != 0:
+        return
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        logger.warning("Slurm user %s is not a user on this host: %s stays the console's", user, folder)
+        return
+    os.chown(folder, entry.pw_uid, entry.pw_gid)
+
+
 def gres(gpu_type: str, per_node: int) -> str:
     return f"gpu:{gpu_type}:{per_node}" if gpu_type else f"gpu:{per_node}"
 
@@ -377,4 +435,4 @@ def batch_script(job: Job) -> str:
 
 
 register_backend("slurm", lambda config: SlurmExecutor(), label="Slurm (the console schedules, Slurm runs the jobs)",
-                 check_submission=submission.check_job, compare_accounting=sacct_comparison)
+                 check_submission=submission.check_job, compare_accounting=sacct_comparison, even_spread=True)

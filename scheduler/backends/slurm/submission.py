@@ -1,5 +1,8 @@
 """What a job submitted for a Slurm cluster must satisfy before it is queued: checked at submission, so that
-bad input is refused by name and nothing is half-written (Slurm would refuse it only at its first start)."""
+bad input is refused by name and nothing is half-written (Slurm would refuse it only at its first start).
+
+A job runs in Slurm as its owner (``slurm_user``): their cluster login, which Slurm must let submit to the job's
+tenant's account (an association, and the partition of ``SLURM_PARTITION`` when one is set)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 
 from scheduler.backends.slurm.client import SlurmError, connect
-from scheduler.models import Job
+from scheduler.models import Job, cluster_login
+from scheduler.models.queue import LOGIN_NAME
 
 logger = logging.getLogger(__name__)
 
@@ -48,12 +52,40 @@ def check_account(tenant: str) -> None:
                                          "tenant's Slurm account (sacctmgr add account)."})
 
 
+def slurm_user(job: Job) -> str:
+    """The Slurm user ``job`` runs as: its owner's cluster login; the console's own (``SLURM_USER``) for a job
+    the service submitted (no owner)."""
+    return cluster_login(job.owner) if job.owner is not None else settings.SLURM_USER
+
+
+def check_owner(job: Job) -> None:
+    """The job's Slurm user must be a Unix user name with an association to the tenant's account (and partition).
+    Slurm away or unreadable: accepted (its first start then fails with Slurm's reason)."""
+    user, account, partition = slurm_user(job), job.tenant.name, settings.SLURM_PARTITION
+    try:
+        LOGIN_NAME(user)
+    except ValidationError:
+        raise ValidationError({"owner": f"{job.owner}'s cluster login {user!r} is not a Unix user name; an "
+                                        "operator sets it in admin (Cluster logins)."}) from None
+    try:
+        allowed = connect().rest.associations(user)
+    except SlurmError as error:
+        logger.warning("cannot check Slurm associations: %s", error)
+        return
+    if not any(own == account and part in {"", partition} for own, part in allowed):
+        where = f" in partition {partition!r}" if partition else ""
+        raise ValidationError({"tenant": f"Slurm user {user!r} may not submit to account {account!r}{where}: Slurm "
+                                         f"has no such association (sacctmgr add user {user} account={account})."})
+
+
 def check_script(job: Job) -> None:
     """The observer's check of a new job: a batch script from the allowed folder (resolved in place)."""
     job.script_path = checked_script_path(job.script_path)
 
 
 def check_job(job: Job) -> None:
-    """The Slurm back-end's check of a new job: a script from the allowed folder and a tenant that is an account."""
+    """The Slurm back-end's check of a new job: a script from the allowed folder, a tenant that is an account, and
+    an owner Slurm lets submit to it."""
     check_script(job)
     check_account(job.tenant.name)
+    check_owner(job)
