@@ -170,6 +170,11 @@ class Lab:
         return self.root.joinpath(*parts)
 
     @property
+    def database(self) -> Path:
+        """MariaDB's folder: one per release, since a slurmdbd converts the accounting tables to its own version."""
+        return self.path(f"mariadb-{self.release.name}")
+
+    @property
     def slurm_conf(self) -> Path:
         return self.path("etc", "slurm.conf")
 
@@ -453,8 +458,11 @@ def write_files(lab: Lab) -> None:
     lab.jwt_key.chmod(0o600)
     lab.slurm_conf.write_text(slurm_conf(lab))
     lab.path("etc", "gres.conf").write_text(gres_conf(lab))
+    cgroup_conf = lab.path("etc", "cgroup.conf")
     if lab.release.cgroup_conf:
-        lab.path("etc", "cgroup.conf").write_text(lab.release.cgroup_conf)
+        cgroup_conf.write_text(lab.release.cgroup_conf)
+    else:  # another release's, from an earlier start in this folder
+        cgroup_conf.unlink(missing_ok=True)
     dbd_conf = lab.path("etc", "slurmdbd.conf")
     dbd_conf.write_text(slurmdbd_conf(lab))
     dbd_conf.chmod(0o600)  # slurmdbd refuses a readable configuration: it holds the database password
@@ -595,7 +603,7 @@ def _alive(pid: int) -> bool:
 
 
 def remove_unfinished_database(lab: Lab) -> None:
-    data = lab.path("mariadb")
+    data = lab.database
     if data.exists() and not (data / DATABASE_READY).exists():
         shutil.rmtree(data, ignore_errors=True)
 
@@ -604,7 +612,7 @@ def start_database(lab: Lab) -> None:
     """This host's MariaDB on the lab's port, whatever the release: slurmdbd reaches it over TCP, as it reaches a
     database server of its own. (Debian 13's MariaDB 11.8 answers Slurm 24.11's first query with client error
     5027, so the root does not run its own.)"""
-    data = lab.path("mariadb")
+    data = lab.database
     remove_unfinished_database(lab)  # an earlier start that failed while making it
     fresh = not data.exists()
     if fresh:

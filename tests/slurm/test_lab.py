@@ -54,7 +54,7 @@ def test_a_failed_start_stops_what_it_started_and_the_next_start_works(monkeypat
     root = Path(tempfile.gettempdir()) / f"cluster-ops-slurm-lab-{PORT}"
     shutil.rmtree(root, ignore_errors=True)
     lab = module.Lab(root, PORT)
-    half_made = root / "mariadb" / "ibdata1"  # what a start that died in mariadb-install-db left behind
+    half_made = lab.database / "ibdata1"  # what a start that died in mariadb-install-db left behind
     half_made.parent.mkdir(parents=True)
     half_made.write_bytes(b"half")
     blocker = socket.socket()  # slurmctld's port taken: it cannot start, after munged, MariaDB and slurmdbd have
@@ -67,7 +67,7 @@ def test_a_failed_start_stops_what_it_started_and_the_next_start_works(monkeypat
         blocker.close()
     assert not list((root / "run").glob("*.lab-pid"))
     assert not [port for port in (lab.db_port, lab.dbd_port) if module.port_open(port)]
-    assert (root / "mariadb" / module.DATABASE_READY).exists()  # made anew, not the half-made one
+    assert (lab.database / module.DATABASE_READY).exists()  # made anew, not the half-made one
     try:
         module.start(lab)
         assert module.port_open(lab.rest_port) and module.port_open(lab.ctld_port)
