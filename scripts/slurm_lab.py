@@ -31,6 +31,7 @@ Standard library only: it runs before the virtual environment exists.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import os
@@ -132,6 +133,12 @@ class Lab:
         return cls(lab_root(os.environ.get("SLURM_LAB_DIR")), int(os.environ.get("SLURM_LAB_PORT", "16817")),
                    release_named(os.environ.get("SLURM_LAB_RELEASE")))
 
+    def as_started(self) -> Lab:
+        """This lab with the release its folder was last started with (``start`` records it)."""
+        recorded = self.path("run", "release")
+        name = recorded.read_text().strip() if recorded.exists() else ""
+        return dataclasses.replace(self, release=RELEASES[name]) if name in RELEASES else self
+
     def command(self, args: list[str]) -> list[str]:
         """``args`` as this lab's release runs them: in its root when it has one."""
         # In the root, its own programs come first: not the lab's bin/, which would chroot again.
@@ -209,6 +216,8 @@ class Lab:
 def main(argv: list[str]) -> int:
     command = argv[1] if len(argv) > 1 else "start"
     lab = Lab.from_environment()
+    if command != "start":  # the release the lab in that folder was started with, whatever SLURM_LAB_RELEASE says
+        lab = lab.as_started()
     if command == "start":
         start(lab)
     elif command == "stop":
@@ -231,7 +240,7 @@ def start(lab: Lab) -> None:
                  "run it as root (sudo make slurm-lab)")
     install_packages(HOST_PACKAGES, HOST_COMMANDS)
     build_root(lab.release)
-    stop(lab, quiet=True)
+    stop(lab.as_started(), quiet=True)  # whichever release ran in this folder before
     if not enterable_by_all(lab.root.parent):
         sys.exit(f"Slurm lab: {lab.root.parent} is closed to other users (a folder on its way lacks o+x); MariaDB "
                  "and slurmrestd run as their own users and must enter it: choose another SLURM_LAB_DIR")
@@ -249,6 +258,7 @@ def start(lab: Lab) -> None:
 
 def start_daemons(lab: Lab) -> None:
     write_files(lab)
+    lab.path("run", "release").write_text(f"{lab.release.name}\n")
     (labs_of(lab.release) / str(lab.port)).write_text(f"{lab.root}\n")
     for name in ("hosts", "hostname"):  # the root's programs name this host as its own programs do
         shutil.copyfile(Path("/etc", name), lab.release.root / "etc" / name)

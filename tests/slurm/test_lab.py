@@ -75,3 +75,14 @@ def test_a_failed_start_stops_what_it_started_and_the_next_start_works(monkeypat
         module.stop(lab, quiet=True)
     assert not [port for port in (lab.db_port, lab.dbd_port, lab.ctld_port, lab.rest_port) if module.port_open(port)]
     shutil.rmtree(root, ignore_errors=True)
+
+
+def test_stop_and_env_speak_to_the_release_the_folder_was_started_with(tmp_path: Path) -> None:
+    """`make slurm-lab-stop` without SLURM_LAB_RELEASE stops a 22.05 lab as 22.05 (its root's munged and mounts)."""
+    module = _lab_module()
+    lab = module.Lab(tmp_path / "lab", PORT)
+    assert lab.release.name == module.DEFAULT_RELEASE and lab.as_started() == lab  # never started: as asked
+    (tmp_path / "lab" / "run").mkdir(parents=True)
+    (tmp_path / "lab" / "run" / "release").write_text("22.05\n")
+    assert lab.as_started().release == module.RELEASES["22.05"]
+    assert lab.as_started().database != lab.database  # each release keeps its own accounting tables
