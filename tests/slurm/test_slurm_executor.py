@@ -293,6 +293,8 @@ def test_waiting_console_jobs_are_held_in_squeue_found_again_and_cancelled_with_
     assert waiting.state == JobState.PENDING and waiting.cluster_job_id
     line = slurm.squeue(waiting.cluster_job_id)
     assert line["state"] == "PENDING" and line["reason"] == "JobHeldUser"
+    note = slurm.run("squeue", "-h", "-j", waiting.cluster_job_id, "-O", "admin_comment:200").strip()
+    assert note.startswith("Cluster Ops: ")  # the console's reason, where squeue shows it
     for filler in fillers:  # placed: pinned, released, and started by Slurm
         running_in_slurm(slurm, filler, 4)
     held = {i for i, state, comment in (row.split("|") for row in slurm.run(

@@ -78,3 +78,11 @@ def test_on_slurm_rounds_place_jobs_evenly_over_nodes(db: None) -> None:
     for executor, even in (("slurm", True), ("simulated", False)):
         row.executor = executor
         assert scheduling_config(row).cycle.even_spread is even
+
+
+def test_the_reason_squeue_shows_for_a_held_job_is_one_bounded_line() -> None:
+    from scheduler.backends.slurm.executor import waiting_note
+
+    assert waiting_note(Job(pending_reason="")) == "Cluster Ops: queued"
+    note = waiting_note(Job(pending_reason="waits for\n4 a100 GPUs;  quota " + "x" * 500))
+    assert note.startswith("Cluster Ops: waits for 4 a100 GPUs; quota x") and "\n" not in note and len(note) <= 213

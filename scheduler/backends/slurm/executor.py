@@ -76,6 +76,7 @@ CANCELLED = frozenset({"CANCELLED"})
 FAILED = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"})
 ENDED = SUCCEEDED | CANCELLED | FAILED
 QUEUE_SUBMITS = 200  # waiting jobs newly held in Slurm per round: a round stays short when many arrive at once
+QUEUE_NOTES = 20  # changed reasons written to Slurm per round (a command each on 22.05): the rest follow later
 REQUEUE_WAIT_SECONDS = 20.0  # how long a round waits for requeued jobs to leave their nodes (KillWait + margin)
 
 
@@ -168,21 +169,28 @@ class SlurmExecutor(SlurmReader):
         return dataclasses.replace(snap, jobs=kept)
 
     def _queue_in_slurm(self, now: datetime) -> None:
-        """The console's waiting jobs held in Slurm, so that ``squeue`` shows the queue the console has (at most
-        ``QUEUE_SUBMITS`` new ones a round); a held Slurm job whose console job has ended, cancelled. A placement
-        later pins and releases the held job (``_arrive``)."""
+        """The console's waiting jobs held in Slurm, so that ``squeue`` shows the queue the console has, each with
+        the console's reason as its administrator comment (at most ``QUEUE_SUBMITS`` submits and ``QUEUE_NOTES``
+        changed reasons a round); a held Slurm job whose console job has ended, cancelled. A placement later pins
+        and releases the held job (``_arrive``)."""
         client = self.client or connect()
         waiting = Job.objects.select_related("tenant", "owner").filter(state=JobState.PENDING).order_by(
             "submitted_at", "pk")
-        submitted = 0
+        submitted = noted = 0
         for job in waiting.iterator():
             if submitted >= QUEUE_SUBMITS:
                 break
-            if self._find(job) is not None:
+            slurm_job = self._find(job)
+            if slurm_job is None:
+                step = partial(self._hold_in_slurm, client, job)
+                submitted += 1
+            elif slurm_job.held and slurm_job.admin_comment != waiting_note(job) and noted < QUEUE_NOTES:
+                step = partial(self._note_reason, client, job, slurm_job)
+                noted += 1
+            else:
                 continue
-            if self._guarded(job, now, partial(self._hold_in_slurm, client, job)) is None:
+            if self._guarded(job, now, step) is None:
                 break  # Slurm did not answer: the next round goes on
-            submitted += 1
         if submitted:  # the round's launches find them
             self.slurm_jobs.update(client.jobs_by_id())
         pending = [slurm_job.id for slurm_job in self.slurm_jobs.values()
@@ -191,12 +199,17 @@ class SlurmExecutor(SlurmReader):
                                          state__in=FINISHED_STATES).values_list("cluster_job_id", flat=True):
             client.rest.cancel(int(job_id))
 
+    def _note_reason(self, client: SlurmClient, job: Job, slurm_job: SlurmJob) -> bool:
+        client.rest.note(slurm_job.id, waiting_note(job))
+        return True
+
     def _hold_in_slurm(self, client: SlurmClient, job: Job) -> bool:
         """A held Slurm job for a waiting console job: its GPU type when it requires one, else untyped (the nodes it
         is pinned to when placed decide the type: Slurm 22.05 cannot type an untyped request later)."""
         job_id = client.rest.submit(self._spec(job, gres(job.gpu_type or "", job.min_gpus)))
         Job.objects.filter(pk=job.pk).update(cluster_job_id=str(job_id))
         job.cluster_job_id = str(job_id)
+        client.rest.note(job_id, waiting_note(job))
         return True
 
     def _report_strangers(self) -> None:
@@ -397,6 +410,12 @@ def charge_slurm_time(job: Job, slurm_job: SlurmJob, now: datetime) -> None:
     if until > since:
         job.accounted_at = since
         charge_gpu_time(job, slurm_job.gpus, until)
+
+
+def waiting_note(job: Job) -> str:
+    """What ``squeue -O admin_comment`` says of a console job Slurm holds: why the console has it wait."""
+    reason = " ".join((job.pending_reason or "queued").split())[:200]  # one line: scontrol takes no newline
+    return f"Cluster Ops: {reason}"
 
 
 def give_to(folder: Path, user: str) -> None:

@@ -76,6 +76,7 @@ class SlurmJob:
     time_limit_seconds: float | None = None
     expected_start: datetime | None = None  # Slurm's own start estimate of a pending job
     requested_gpus: int = 0  # what it asks for in all, placed or not
+    admin_comment: str = ""  # on a job the console holds: why the console has it wait
 
     @property
     def gpus(self) -> int:
@@ -268,5 +269,5 @@ def job_record(raw: Mapping[str, Any]) -> SlurmJob:
         restarts=int(raw.get("restart_cnt") or 0), exit_code=_exit_code(raw.get("exit_code")),
         time_limit_seconds=float(limit) * 60 if isinstance(limit, int) and 0 < limit < MAX_MINUTES else None,
         expected_start=epoch_time(raw.get("start_time")) if pending else None,
-        requested_gpus=per_node * max(int(node_count or 1), 1),
+        requested_gpus=per_node * max(int(node_count or 1), 1), admin_comment=str(raw.get("admin_comment") or ""),
     )

@@ -80,6 +80,10 @@ class RestV0038:
     def hold(self, job_id: int) -> None:
         self.commands.hold(job_id)
 
+    def note(self, job_id: int, text: str) -> None:
+        """Set the job's administrator comment (``squeue -O admin_comment``)."""
+        self.commands.run("scontrol", "update", f"JobId={int(job_id)}", f"AdminComment={text}")
+
     def accounts(self) -> set[str]:
         document = self.transport.call("GET", self._path("slurmdb", "accounts"))
         return {str(account.get("name")) for account in document.get("accounts") or [] if account.get("name")}

@@ -49,6 +49,9 @@ class RestV0040(RestV0038):
     def hold(self, job_id: int) -> None:
         self._update(job_id, {"hold": True})
 
+    def note(self, job_id: int, text: str) -> None:
+        self._update(job_id, {"admin_comment": text})
+
     def _update(self, job_id: int, changes: Mapping[str, Any]) -> None:
         self.transport.call("POST", f"/slurm/{self.version}/job/{int(job_id)}", dict(changes))
 
