@@ -191,6 +191,7 @@ def _evenly(snap: ClusterSnapshot, placed: PlacementResult, targets: Mapping[str
 
 
 def _by_node(gpus: Iterable[str], node_of: Mapping[str, str]) -> dict[str, list[str]]:
+    """GPU ids grouped by their node, in the order given."""
     nodes: dict[str, list[str]] = {}
     for gpu in gpus:
         nodes.setdefault(node_of[gpu], []).append(gpu)
@@ -308,10 +309,7 @@ def _pack(pool: _FreeGpus, types: list[str], need: int) -> list[str] | None:
 
 
 def _put_back(pool: _FreeGpus, gpus: Iterable[str], node_of: Mapping[str, str]) -> None:
-    per_node: dict[str, list[str]] = {}
-    for gpu in gpus:
-        per_node.setdefault(node_of[gpu], []).append(gpu)
-    for node, ids in per_node.items():
+    for node, ids in _by_node(gpus, node_of).items():
         pool.put_back(node, ids)
 
 
