@@ -87,10 +87,15 @@ class JobInfo:
     # Until then the job is restoring its checkpoint after a restart (its restart delay: GPUs held, no progress);
     # 0 when it is not. Sia keeps a restoring job where it is (policies/sia.py).
     restart_until: float = 0.0
+    # The seconds its cluster manager lets it run before killing it (Slurm's time limit), which such a scheduler
+    # plans with (policies/slurm_backfill.py); None: none known.
+    time_limit: float | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_gpus <= self.max_gpus:
             raise ValueError(f"job {self.id}: need 1 ≤ min_gpus ≤ max_gpus, got {self.min_gpus}..{self.max_gpus}")
+        if self.time_limit is not None and not 0 < self.time_limit < float("inf"):
+            raise ValueError(f"job {self.id}: time_limit must be a finite number > 0")
         if self.total_work < 0 or self.progress < 0 or self.attained_gpu_seconds < 0:
             raise ValueError(f"job {self.id}: work, progress and attained GPU-time must be ≥ 0")
         if len(set(self.placement)) != len(self.placement):

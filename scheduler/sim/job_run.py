@@ -90,7 +90,8 @@ class JobRun:
             progress=self.progress_now(now), profile=spec.profile,
             gpu_type=spec.gpu_type, placement=self.gpus, attained_gpu_seconds=self.attained_now(now),
             restarts=self.restarts, batch_size=spec.batch_size, grad_noise_scale=self.phi,
-            expected_seconds=spec.expected_seconds, restart_until=self.restart_until,
+            expected_seconds=spec.expected_seconds, restart_until=self.restart_until, priority=spec.priority,
+            time_limit=spec.time_limit,
         )
 
     def event_eta(self, curves: GradCurves | None) -> float:

@@ -31,6 +31,8 @@ class WorkloadJob:
     fixed_batch: bool = False  # it trains at ``batch_size`` whatever global batch the policy proposes
     # Predicted service seconds at min_gpus of a job without a profile (sim/runtimes.py); None: not predicted.
     expected_seconds: float | None = None
+    priority: int = 0  # higher first, where a policy honours it (a mirrored Slurm job: Slurm's own priority)
+    time_limit: float | None = None  # seconds its cluster manager lets it run (JobInfo.time_limit)
 
     def __post_init__(self) -> None:
         if self.fixed_batch and self.batch_size is None:

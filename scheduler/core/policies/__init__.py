@@ -14,3 +14,4 @@ from . import sia  # noqa: F401
 from . import qssf  # noqa: F401
 from . import pollux_unaware  # noqa: F401
 from . import gavel  # noqa: F401
+from . import slurm_backfill  # noqa: F401
