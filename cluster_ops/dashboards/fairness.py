@@ -18,6 +18,7 @@ from plotly.subplots import make_subplots
 from . import common
 from .common import COLOURS, SEQUENCE
 from .fairness_data import (
+    FACTORS,
     HOUR,
     FinishTimeFairness,
     PendingExplanation,
@@ -26,6 +27,7 @@ from .fairness_data import (
     finish_time_fairness,
     pending_choices,
     shares_over_time,
+    slurm_fairness,
 )
 
 Viewer = User | AnonymousUser
@@ -56,6 +58,10 @@ app.layout = common.page_layout(
             html.Div(id="fair-pending-detail"),
         ), lg=6),
     ], className="g-3"),
+    common.section("Slurm's own fair share and priority factors", html.Div(id="fair-slurm"),
+                   subtitle="on an observed Slurm cluster: sshare's fair-share factor (1 = used nothing, 0.5 = used "
+                            "its share) and the mean of sprio's weighted factors over each user's waiting jobs, "
+                            "beside the console's GPUs held now and the account's fair share now"),
 )
 
 
@@ -211,3 +217,27 @@ def explanation(why: PendingExplanation) -> Any:
 def _duration(delta: timedelta) -> str:
     minutes = delta.total_seconds() / 60
     return f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+@app.callback(Output("fair-slurm", "children"), Input("fair-init", "data"))
+def slurm_shares(_: int, *, user: Viewer, **__: object) -> Any:
+    view = slurm_fairness(user)
+    if view is None:
+        return html.Div("Shown when the console observes a Slurm cluster (back-end slurm-observer): no reading yet.",
+                        className="text-muted small p-2")
+    rows = [(row.account, row.user, _number(row.fair_share_factor, 3), _number(row.norm_shares, 3),
+             _number(row.effective_usage, 3), row.waiting, _number(row.priority, 0),
+             *(_number(row.factors[name], 0) for name in FACTORS), row.gpus_held, _number(row.account_fair_share, 1))
+            for row in view.rows]
+    read = timezone.localtime(view.read_at).strftime("%Y-%m-%d %H:%M:%S")
+    return html.Div([
+        common.table(["account", "user", "fair-share factor", "shares", "effective usage", "waiting jobs",
+                      "priority", "age", "fair share", "job size", "partition", "QOS", "GPUs held (console)",
+                      "account's fair share, GPUs (console)"], rows,
+                     empty="No Slurm user of your accounts.", table_id="fair-slurm-table"),
+        html.Div(f"read from sshare and sprio at {read}", className="small text-muted mt-1"),
+    ])
+
+
+def _number(value: float | None, digits: int) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"

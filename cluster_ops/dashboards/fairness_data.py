@@ -30,13 +30,13 @@ from typing import Any
 
 import numpy as np
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from scheduler.core.gpu_types import gpu_type_key
 from scheduler.core.types import JobInfo
 from scheduler.forecasting.forecasts import frees_text, latest_for, starts_in, visible_tenant_ids
-from scheduler.models import ACTIVE_STATES, QUEUED_STATES, Allocation, Gpu, Job, JobState, Tenant
+from scheduler.models import ACTIVE_STATES, QUEUED_STATES, Allocation, ClusterFairness, Gpu, Job, JobState, Tenant
 from scheduler.sim.metrics import entitlements, fair_share_seconds, ftf_values, jain_index, percentile
 from scheduler.sim.records import JobOutcome
 from telemetry.ledger import borrowed_by_span
@@ -284,3 +284,89 @@ def _holder(job: Job, gpus: int, visible: bool) -> Holder:
         f"{job.name} #{job.pk}" if visible else "another tenant's job", job.tenant.name if visible else "—",
         gpus, job.priority, max(0, gpus - job.min_gpus), job.started_at if visible else None,
     )
+
+
+# --- the cluster manager's own fairness (an observed Slurm) ----------------------------------------------------
+
+
+FACTORS = ("age", "fair_share", "job_size", "partition", "qos")  # sprio's weighted factors, as stored
+
+
+@dataclass(frozen=True)
+class SlurmShareRow:
+    """One Slurm user in one account: ``sshare``'s numbers, the mean ``sprio`` factors of its waiting jobs, and the
+    console's measures beside them (its GPUs held now; the account's fair share of the cluster now)."""
+
+    account: str
+    user: str
+    fair_share_factor: float | None  # Slurm's, 0–1: 1 = used nothing, 0.5 = used exactly its share
+    norm_shares: float | None
+    effective_usage: float | None
+    waiting: int
+    priority: float | None  # mean over its waiting jobs
+    factors: dict[str, float | None]  # FACTORS → mean weighted factor over its waiting jobs
+    gpus_held: int  # the console's: GPUs its jobs in this account hold now
+    account_fair_share: float  # the console's: GPUs the account is due now by fair-share weight (0: no demand)
+
+
+@dataclass(frozen=True)
+class SlurmFairnessView:
+    read_at: datetime
+    rows: list[SlurmShareRow]
+
+
+def slurm_fairness(user: Viewer) -> SlurmFairnessView | None:
+    """The last reading of Slurm's ``sshare`` and ``sprio`` (an observer round's), per user and account the viewer
+    may see (accounts are tenants); None when the console has not read one (it observes no Slurm cluster)."""
+    reading = ClusterFairness.objects.first()
+    if reading is None:
+        return None
+    visible = set(Tenant.objects.visible_to(user).values_list("name", flat=True))
+    priorities = _priorities_by_user(reading.data.get("priorities") or [])
+    held = _held_by_cluster_user()
+    fair = _fair_share_now()
+    rows = [
+        _share_row(share, priorities.get((share["account"], share["user"]), []),
+                   held.get((share["account"], share["user"]), 0), fair.get(share["account"], 0.0))
+        for share in reading.data.get("shares") or []
+        if share.get("user") and share.get("account") in visible
+    ]
+    return SlurmFairnessView(reading.read_at, rows)
+
+
+def _priorities_by_user(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    by_user: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        by_user.setdefault((row.get("account", ""), row.get("user", "")), []).append(row)
+    return by_user
+
+
+def _mean(values: list[Any]) -> float | None:
+    numbers = [float(value) for value in values if isinstance(value, int | float)]
+    return sum(numbers) / len(numbers) if numbers else None
+
+
+def _share_row(share: dict[str, Any], waiting: list[dict[str, Any]], held: int, fair: float) -> SlurmShareRow:
+    return SlurmShareRow(
+        account=share["account"], user=share["user"], fair_share_factor=share.get("fair_share"),
+        norm_shares=share.get("norm_shares"), effective_usage=share.get("effective_usage"), waiting=len(waiting),
+        priority=_mean([row.get("priority") for row in waiting]),
+        factors={name: _mean([row.get(name) for row in waiting]) for name in FACTORS},
+        gpus_held=held, account_fair_share=fair,
+    )
+
+
+def _held_by_cluster_user() -> dict[tuple[str, str], int]:
+    """GPUs held now by the jobs of each (tenant, cluster user)."""
+    rows = (Allocation.objects.filter(ended_at__isnull=True).order_by()
+            .values_list("job__tenant__name", "job__cluster_user").annotate(n=Count("id")))
+    return {(tenant, user): count for tenant, user, count in rows}
+
+
+def _fair_share_now() -> dict[str, float]:
+    """GPUs each tenant with demand now (a job waiting or running) is due by its fair-share weight."""
+    wanting = set(Job.objects.filter(state__in=[*QUEUED_STATES, *ACTIVE_STATES]).order_by()
+                  .values_list("tenant__name", flat=True).distinct())
+    weights = dict(Tenant.objects.filter(name__in=wanting).values_list("name", "fair_share_weight"))
+    total, weight_sum = Gpu.objects.count(), sum(weights.values())
+    return {name: total * weight / weight_sum for name, weight in weights.items()} if weight_sum else {}

@@ -26,6 +26,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count
 
 from scheduler.bulk import db_datetime, update_many, update_where
+from scheduler.core.config import SchedulingConfig
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import Allocation, Job, JobReport, RescaleEvent, RescaleKind, SchedulerSettings
 
@@ -149,6 +150,7 @@ def refuse_scripts(job: Job) -> None:
 
 
 AccountingComparison = Callable[[dict[str, float], datetime, datetime, "str | None"], list[str]]
+ForecastModel = Callable[[SchedulingConfig], SchedulingConfig]
 
 
 def wall_clock(row: SchedulerSettings) -> float:
@@ -169,6 +171,9 @@ class Backend:
     clock_speedup: Callable[[SchedulerSettings], float] = wall_clock
     compare_accounting: AccountingComparison | None = None
     even_spread: bool = False  # it runs one GPU count per node: placement spreads jobs evenly
+    # Where the cluster's own scheduler decides (an observer): the live scheduling settings → those of a model of
+    # that scheduler, which forecasts run instead of the console's policy. None: forecasts run the console's.
+    forecast_model: ForecastModel | None = None
 
 
 # Back-end name (``SchedulerSettings.executor``) → the back-end.
@@ -178,10 +183,12 @@ BACKENDS: dict[str, Backend] = {}
 def register_backend(name: str, make: Callable[[SchedulerSettings], Executor], *, label: str,
                      check_submission: SubmissionCheck = refuse_scripts,
                      clock_speedup: Callable[[SchedulerSettings], float] = wall_clock,
-                     compare_accounting: AccountingComparison | None = None, even_spread: bool = False) -> None:
+                     compare_accounting: AccountingComparison | None = None, even_spread: bool = False,
+                     forecast_model: ForecastModel | None = None) -> None:
     """Make ``name`` a back-end the settings may name: ``make(settings)`` gives its executor, ``check_submission(job)``
     vets a new job (see ``Backend`` for the rest). Each back-end's module calls this; no migration is needed."""
-    BACKENDS[name] = Backend(name, label, make, check_submission, clock_speedup, compare_accounting, even_spread)
+    BACKENDS[name] = Backend(name, label, make, check_submission, clock_speedup, compare_accounting, even_spread,
+                             forecast_model)
 
 
 def backend_choices() -> list[tuple[str, str]]:

@@ -37,6 +37,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from scheduler.backends import get_backend
 from scheduler.bulk import update_many
 from scheduler.core.config import SchedulingConfig, build_policy
 from scheduler.core.types import ClusterSnapshot, JobInfo
@@ -119,7 +120,7 @@ def refresh(now: datetime | None = None, *, force: bool = False, samples: int | 
 
 def _refresh(now: datetime, force: bool, samples: int | None, catching_up: bool = False) -> Forecast | None:
     row, _ = live_settings()
-    config = scheduling_config(row)
+    config = forecast_scheduling(row)
     live = build_snapshot(now, job_fields=FORECAST_FIELDS)  # the jobs are read once, here
     last = Forecast.objects.first()
     digest = _digest(live.snap, config, simulated_speedup(row))
@@ -144,7 +145,16 @@ def _refresh(now: datetime, force: bool, samples: int | None, catching_up: bool 
             wall = result.wall_seconds
             result = forecast(given.given, policy, arrivals)
             result = dataclasses.replace(result, wall_seconds=result.wall_seconds + wall)
-    return _store(now, row, given, result.estimates, len(arrivals), result.wall_seconds, version, last)
+    return _store(now, row, config.policy, given, result.estimates, len(arrivals), result.wall_seconds, version,
+                  last)
+
+
+def forecast_scheduling(row: SchedulerSettings) -> SchedulingConfig:
+    """The scheduling a forecast runs: the console's own; or, where the cluster's scheduler decides (an observer),
+    the back-end's model of that scheduler (``Backend.forecast_model``: Slurm's backfill on an observed Slurm)."""
+    config = scheduling_config(row)
+    model = get_backend(row.executor).forecast_model
+    return model(config) if model is not None else config
 
 
 def arrival_reach(estimates: Mapping[str, Estimate], now: float) -> float:
@@ -212,7 +222,8 @@ def _work(info: JobInfo, predictor: RuntimePredictor, predicted: Mapping[int, fl
     """(the job as the forecast runs it, its progress in those units)."""
     job = WorkloadJob(id=info.id, submit_time=max(info.submit_time, 0.0), tenant=info.tenant,
                       min_gpus=info.min_gpus, max_gpus=info.max_gpus, total_work=info.total_work / speedup,
-                      profile=info.profile, batch_size=info.batch_size, gpu_type=info.gpu_type)
+                      profile=info.profile, batch_size=info.batch_size, gpu_type=info.gpu_type,
+                      priority=info.priority, time_limit=info.time_limit)
     if info.profile is not None:
         return job, info.progress / speedup
     served = info.attained_gpu_seconds / info.min_gpus
@@ -290,12 +301,13 @@ def _fresh_work(row: Mapping[str, Any], snap: ClusterSnapshot, predicted: float,
 # --- storing, and why a job's forecast moved ----------------------------------------------
 
 
-def _store(now: datetime, config: SchedulerSettings, live: LiveForecastInput, estimates: Mapping[str, Estimate],
-           samples: int, wall_seconds: float, version: int | None, last: Forecast | None) -> Forecast:
+def _store(now: datetime, config: SchedulerSettings, policy: str, live: LiveForecastInput,
+           estimates: Mapping[str, Estimate], samples: int, wall_seconds: float, version: int | None,
+           last: Forecast | None) -> Forecast:
     previous = _previous(last)
     with transaction.atomic():
         row = Forecast.objects.create(
-            made_at=now, policy=config.policy, round_seconds=config.round_seconds,
+            made_at=now, policy=policy, round_seconds=config.round_seconds,
             restart_seconds=config.restart_seconds, usable_gpus=live.usable_gpus, jobs=len(estimates),
             samples=samples, wall_ms=round(wall_seconds * 1000, 3), digest=live.digest, runtime_model=version,
         )

@@ -21,16 +21,18 @@ from scheduler.sim.runtimes import JobFeatures, RuntimePredictor
 
 KEEP_MODELS = 5
 HISTORY_JOBS = 20_000  # finished jobs a predictor learns from: the most recent
-FEATURE_FIELDS = ("pk", "owner__username", "tenant__name", "name", "command", "gpu_type", "min_gpus",
-                  "submitted_at", "expected_seconds", "attained_gpu_seconds")
+FEATURE_FIELDS = ("pk", "owner__username", "cluster_user", "tenant__name", "name", "command", "gpu_type", "min_gpus",
+                  "submitted_at", "expected_seconds", "time_limit_seconds", "attained_gpu_seconds")
 
 
 def job_features(row: Mapping[str, Any]) -> JobFeatures:
-    """A job row (``FEATURE_FIELDS``) as the runtime predictor reads it."""
+    """A job row (``FEATURE_FIELDS``) as the runtime predictor reads it: its owner the console user, or the cluster
+    user of a job the cluster manager scheduled."""
     return JobFeatures(
-        owner=row["owner__username"] or "", tenant=row["tenant__name"], name=row["name"], command=row["command"],
-        gpu_type=row["gpu_type"], gpus=row["min_gpus"], submit_hour=timezone.localtime(row["submitted_at"]).hour,
-        expected_seconds=row["expected_seconds"],
+        owner=row["owner__username"] or row["cluster_user"] or "", tenant=row["tenant__name"], name=row["name"],
+        command=row["command"], gpu_type=row["gpu_type"], gpus=row["min_gpus"],
+        submit_hour=timezone.localtime(row["submitted_at"]).hour, expected_seconds=row["expected_seconds"],
+        limit_seconds=row["time_limit_seconds"],
     )
 
 

@@ -36,7 +36,7 @@ SNAPSHOT_FIELDS = (
     "pk", "tenant__name", "submitted_at", "min_gpus", "max_gpus", "total_work", "progress", "priority",
     "workload_profile", "gpu_type", "attained_gpu_seconds", "restarts", "batch_size", "last_throughput",
     "last_grad_noise_scale", "pending_reason", "fitted_model", "expected_seconds", "predicted_seconds",
-    "restart_until",
+    "restart_until", "cluster_priority", "time_limit_seconds",
 )
 
 
@@ -63,17 +63,23 @@ def build_snapshot(now: datetime, job_fields: Sequence[str] = ()) -> LiveSnapsho
         jobs.append(JobInfo(
             id=str(row["pk"]), tenant=row["tenant__name"], submit_time=row["submitted_at"].timestamp(),
             min_gpus=row["min_gpus"], max_gpus=row["max_gpus"], total_work=row["total_work"],
-            progress=row["progress"], priority=row["priority"], profile=profile, gpu_type=row["gpu_type"] or None,
+            progress=row["progress"], priority=_priority(row), profile=profile, gpu_type=row["gpu_type"] or None,
             placement=placements.get(row["pk"], ()), attained_gpu_seconds=row["attained_gpu_seconds"],
             restarts=row["restarts"], batch_size=row["batch_size"], throughput=row["last_throughput"],
             grad_noise_scale=row["last_grad_noise_scale"],
             # A length for policies without an oracle (qssf): the owner's estimate, else the forecast's prediction.
             expected_seconds=row["expected_seconds"] or row["predicted_seconds"] if profile is None else None,
             restart_until=row["restart_until"].timestamp() if row["restart_until"] else 0.0,
+            time_limit=row["time_limit_seconds"],
         ))
     snap = ClusterSnapshot(now.timestamp(), nodes, tuple(jobs), tenants, profiles, inventory.index)
     reasons = {str(row["pk"]): row["pending_reason"] for row in rows}
     return LiveSnapshot(snap, gpu_pk, gpu_place, reasons, {str(row["pk"]): row for row in rows})
+
+
+def _priority(row: Mapping[str, Any]) -> int:
+    """The console's priority of its own jobs; the cluster manager's of a job it scheduled (an observer's)."""
+    return row["cluster_priority"] if row["cluster_priority"] is not None else row["priority"]
 
 
 def _profile_key(row: Mapping, profiles: dict[str, Mapping[str, GoodputModel]]) -> str | None:

@@ -8,6 +8,7 @@ of the queue and the runtime models behind them.
 from .audit import RescaleEvent, RescaleKind, RoundStatus, SchedulingRound
 from .forecast import Forecast, JobForecast, RuntimeModel
 from .live import (
+    ClusterFairness,
     DemoFeed,
     ExecutorKind,
     JobReport,
@@ -40,8 +41,9 @@ from .whatif import WHATIF_FINISHED, WhatIfRun, WhatIfStatus, WhatIfSweep
 
 __all__ = [
     "ACTIVE_STATES", "FINISHED_STATES", "JOB_TRANSITIONS", "QUEUED_STATES", "SCHEDULABLE_STATES", "WHATIF_FINISHED",
-    "Allocation", "ClusterLogin", "DemoFeed", "ExecutorKind", "Forecast", "Gpu", "GpuHealth", "Job", "JobForecast",
-    "JobQuerySet", "JobReport", "JobState", "Lease", "Node", "PolicyState", "RescaleEvent", "RescaleKind",
-    "RoundMemory", "RoundStatus", "RuntimeModel", "SchedulerSettings", "SchedulingRound", "SettingsChange", "Tenant",
-    "TenantQuerySet", "WhatIfRun", "WhatIfStatus", "WhatIfSweep", "cluster_login", "new_report_token",
+    "Allocation", "ClusterFairness", "ClusterLogin", "DemoFeed", "ExecutorKind", "Forecast", "Gpu", "GpuHealth",
+    "Job", "JobForecast", "JobQuerySet", "JobReport", "JobState", "Lease", "Node", "PolicyState", "RescaleEvent",
+    "RescaleKind", "RoundMemory", "RoundStatus", "RuntimeModel", "SchedulerSettings", "SchedulingRound",
+    "SettingsChange", "Tenant", "TenantQuerySet", "WhatIfRun", "WhatIfStatus", "WhatIfSweep", "cluster_login",
+    "new_report_token",
 ]

@@ -182,3 +182,18 @@ class DemoFeed(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trace} ×{self.speedup:g}, {self.submitted} submitted"
+
+
+class ClusterFairness(models.Model):
+    """The cluster manager's own fairness as last read by an observer round: Slurm's ``sshare`` tree and
+    ``sprio``'s factors of the waiting jobs (``scheduler.backends.slurm.fairness.SlurmFairness.as_json``). One row,
+    replaced each round."""
+
+    read_at = models.DateTimeField()
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        verbose_name_plural = "cluster fairness"
+
+    def __str__(self) -> str:
+        return f"cluster fairness read at {self.read_at:%Y-%m-%d %H:%M:%S}"

@@ -240,6 +240,20 @@ class Job(models.Model):
         null=True, blank=True, editable=False,
         help_text="how long it runs once started, as the runtime predictor expects (jobs without a profile)",
     )
+    # What the cluster manager says of a job it scheduled itself (mirrored by an observer): empty on the console's.
+    cluster_user = models.CharField(
+        max_length=64, blank=True, default="", editable=False,
+        help_text="the cluster user it runs as, for a job the cluster manager scheduled (Slurm's user name)",
+    )
+    cluster_priority = models.BigIntegerField(
+        null=True, blank=True, editable=False,
+        help_text="the cluster manager's own priority of a job it scheduled (Slurm's); higher starts first",
+    )
+    time_limit_seconds = models.FloatField(
+        null=True, blank=True, editable=False,
+        validators=[MinValueValidator(1.0), MaxValueValidator(bounds.MAX_EXPECTED_SECONDS)],
+        help_text="the cluster manager's time limit of a job it scheduled, in seconds; empty: none",
+    )
     pending_reason = models.CharField(max_length=255, blank=True, help_text="why the last round left it waiting")
     error = models.TextField(blank=True, help_text="why it failed")
     # The round bumps ``generation`` whenever the job's GPUs change; the executor sets

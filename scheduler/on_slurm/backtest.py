@@ -1,31 +1,48 @@
 """The console's start estimates beside Slurm's own (``squeue --start``), on a real Slurm queue.
 
-A backtest for the lab (``manage.py slurm_forecast_backtest``): it submits a burst of jobs with ``sbatch`` — time
-limits of one to three minutes, real run times a random part of them, more GPUs than there are — lets Slurm
-schedule them (the console observes: ``slurm-observer``), and at one moment takes both forecasts of every job
-still waiting: Slurm's expected start (what ``squeue --start`` prints) and the console's (``forecasts.refresh``
-under the given policy, which knows only the time limits, as Slurm does). Then it waits until every job has
-started and compares each estimate with the real start: the median absolute error of each, in seconds.
+A backtest for the lab (``manage.py slurm_forecast_backtest``). Its workload is what Slurm users do
+(Tsafrir, Etsion and Feitelson, IEEE TPDS 2007): each user runs a few kinds of job again and again — the same
+script under the same name, GPUs and time limit, running about as long each time — and asks for a time limit far
+longer than the job needs. Per seed:
+
+1. **history**: each user's kinds each run once (``sbatch`` as that user, through slurmrestd), to the end;
+2. **burst**: ``jobs`` more runs of those kinds, in a random order, more GPUs than there are;
+3. once Slurm's backfill has planned them (``settle_seconds``), both forecasts of every job still waiting are
+   taken at one moment: Slurm's expected start (what ``squeue --start`` prints) and the console's (observing:
+   ``slurm-observer``; its forecast models Slurm's backfill by the time limits, with each job's run predicted from
+   its owner's finished runs of that name);
+4. when every job has started, each estimate is compared with the real start: the median absolute error of each,
+   over the jobs both estimated, in seconds.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
+import string
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.conf import settings
 from django.utils import timezone
 
-from scheduler.backends.slurm.client import SlurmClient
+from scheduler.backends.slurm.client import JobSpec, SlurmClient
 from scheduler.forecasting import forecasts
 from scheduler.live.config import update_settings
 from scheduler.live.round import run_round
 from scheduler.models import ExecutorKind
 
 GPU_TYPES = ("a100", "v100")
+KINDS_PER_USER = 3
+MODELS = ("bert", "resnet", "gpt", "vit", "yolo", "unet", "deeplab", "clip", "whisper", "swin", "detr", "mamba")
+LIMIT_MINUTES = (1, 3)  # each kind's time limit
+# What a kind really runs, as a share of its limit: users ask for 1.4–5 times what their jobs need (Tsafrir et
+# al. measured a median of about 3 on production logs); and each run of a kind varies by this much around it.
+USED_SHARE = (0.2, 0.7)
+RUN_JITTER = 0.1
+SETTLE_SECONDS = 35.0  # Slurm's backfill plans every 30 s (bf_interval): its estimates exist after one pass
 
 
 @dataclass(frozen=True)
@@ -43,25 +60,86 @@ def _seconds(estimate: datetime | None, actual: datetime) -> float | None:
     return abs((estimate - actual).total_seconds()) if estimate else None
 
 
-def submit_burst(client: SlurmClient, jobs: int, seed: int, account: str = "research") -> list[int]:
-    """``jobs`` sbatch jobs of 1–4 GPUs of one type, limits of 1–3 min, each running 30–100 % of its limit."""
+@dataclass(frozen=True)
+class Kind:
+    """A job a user runs again and again: its name, account, GPUs and limit, and how long it runs."""
+
+    user: str
+    account: str
+    name: str
+    gres: str
+    limit_minutes: int
+    typical_seconds: float
+
+    def run_seconds(self, chance: random.Random) -> int:
+        """One run's length: about its typical length, never past its limit (it would be killed)."""
+        seconds = self.typical_seconds * chance.uniform(1 - RUN_JITTER, 1 + RUN_JITTER)
+        return max(5, min(round(seconds), self.limit_minutes * 60 - 5))
+
+
+def seed_tag(seed: int) -> str:
+    """The seed in letters, so that runs of one kind share a name across its runs but not across seeds (the
+    runtime predictor folds digits: ``bert-7`` and ``bert-8`` would be one name)."""
+    letters, tag = string.ascii_lowercase, ""
+    while True:
+        seed, digit = divmod(seed, 26)
+        tag = letters[digit] + tag
+        if seed == 0:
+            return tag
+
+
+def kinds_of(users: Sequence[tuple[str, str]], seed: int) -> list[Kind]:
+    """``KINDS_PER_USER`` kinds for each ``(user, account)``, drawn from ``seed``."""
     chance = random.Random(seed)
-    ids = []
-    for _ in range(jobs):
-        limit_minutes = chance.randint(1, 3)
-        runs = round(limit_minutes * 60 * chance.uniform(0.3, 1.0))
-        gres = f"gpu:{chance.choice(GPU_TYPES)}:{chance.randint(1, 4)}"
-        out = client.commands.run("sbatch", "--parsable", "-A", account, f"--gres={gres}",
-                                  f"--time={limit_minutes}", "-o", "/dev/null", "--wrap", f"sleep {runs}")
-        ids.append(int(out.strip().split(";")[0]))
-    return ids
+    models = chance.sample(MODELS, len(users) * KINDS_PER_USER)
+    kinds = []
+    for number, model in enumerate(models):
+        user, account = users[number // KINDS_PER_USER]
+        limit = chance.randint(*LIMIT_MINUTES)
+        kinds.append(Kind(user, account, f"{model}-{seed_tag(seed)}", f"gpu:{chance.choice(GPU_TYPES)}:"
+                          f"{chance.randint(1, 4)}", limit, limit * 60 * chance.uniform(*USED_SHARE)))
+    return kinds
 
 
-def backtest(client: SlurmClient, jobs: int, seed: int, policy: str, settle_seconds: float = 10.0,
+def burst_of(kinds: Sequence[Kind], jobs: int, seed: int) -> list[tuple[Kind, int]]:
+    """``jobs`` runs of the kinds in a random order: (kind, seconds it runs)."""
+    chance = random.Random(seed * 7919 + 1)
+    return [(kind, kind.run_seconds(chance)) for kind in (chance.choice(kinds) for _ in range(jobs))]
+
+
+def backtest_users(client: SlurmClient) -> list[tuple[str, str]]:
+    """``(user, account)`` pairs the burst submits as: the lab's users (``SLURM_DEMO_OWNERS``), each in its first
+    account by name; else the console's own Slurm user in the first account Slurm has."""
+    pairs = []
+    for user in settings.SLURM_DEMO_OWNERS:
+        accounts = sorted(account for account, _ in client.rest.associations(user))
+        if accounts:
+            pairs.append((user, accounts[0]))
+    return pairs or [("", sorted(client.rest.accounts())[0])]
+
+
+def submit(client: SlurmClient, kind: Kind, seconds: int) -> int:
+    """One run of ``kind`` as its user: submitted held through slurmrestd (as the console submits), released."""
+    spec = JobSpec(name=kind.name, account=kind.account, script=f"#!/bin/sh\nsleep {seconds}\n", comment="",
+                   working_directory="/tmp", output="/dev/null", gres=kind.gres, time_limit_minutes=kind.limit_minutes,
+                   user=kind.user)
+    job_id = client.rest.submit(spec)
+    client.rest.release(job_id)
+    return job_id
+
+
+def backtest(client: SlurmClient, jobs: int, seed: int, settle_seconds: float = SETTLE_SECONDS,
              say: Callable[[str], None] = print) -> list[Compared]:
-    update_settings(executor=ExecutorKind.SLURM_OBSERVER, policy=policy)
-    ids = submit_burst(client, jobs, seed)
-    time.sleep(settle_seconds)  # Slurm starts what fits, and computes its estimates for the rest
+    """One seed's backtest (module docstring)."""
+    update_settings(executor=ExecutorKind.SLURM_OBSERVER)
+    kinds = kinds_of(backtest_users(client), seed)
+    say(f"history: {len(kinds)} kinds of job, each run once")
+    chance = random.Random(-seed)
+    history = [submit(client, kind, kind.run_seconds(chance)) for kind in kinds]
+    _wait_for_ends(client, history)
+    run_round()  # the observer mirrors the finished runs: the predictor's history
+    ids = [submit(client, kind, seconds) for kind, seconds in burst_of(kinds, jobs, seed)]
+    time.sleep(settle_seconds)  # Slurm starts what fits, and plans the rest
     run_round()  # mirror the queue
     slurm_estimates = {job_id: job.expected_start for job_id, job in client.jobs_by_id(ids).items()
                        if job.state == "PENDING"}
@@ -71,6 +149,7 @@ def backtest(client: SlurmClient, jobs: int, seed: int, policy: str, settle_seco
     say(f"{len(slurm_estimates)} of {jobs} jobs waiting; waiting until every one has started")
     started = _wait_for_starts(client, list(slurm_estimates))
     _wait_for_ends(client, ids)  # the next seed starts on an empty cluster
+    run_round()  # ... and its history is mirrored
     return [Compared(job_id, started[job_id], slurm_estimates[job_id], console.get(job_id))
             for job_id in sorted(slurm_estimates) if job_id in started]
 

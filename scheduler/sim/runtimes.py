@@ -10,7 +10,12 @@ similar name, and a gradient-boosted model over the job's attributes covers jobs
    with digits folded, so ``bert-run12`` and ``bert-run13`` match), when there is one;
 3. else a LightGBM model of log(seconds) over owner, tenant, name key, command key, GPU type, GPUs and
    the hour of submission, once ``MIN_TRAINING`` jobs have finished;
-4. else the median of every finished job, else ``PRIOR_SECONDS``.
+4. else the median of every finished job, else ``PRIOR_SECONDS``;
+
+never more than the job's time limit (``JobFeatures.limit_seconds``), past which its cluster manager kills it. A
+time limit is not an estimate: users ask for far more than their jobs run (Tsafrir, Etsion and Feitelson,
+"Backfilling Using System-Generated Predictions Rather than User Runtime Estimates", IEEE TPDS 2007), so a job
+with a limit and no estimate is predicted from history, as Slurm's ``squeue --start`` does not.
 
 A job already past its prediction is re-estimated from the durations of the jobs like it that ran at least as
 long (``remaining``): the median of what those ran beyond that point. It is never due in the past.
@@ -79,6 +84,7 @@ class JobFeatures:
     gpus: int = 1
     submit_hour: int = 0  # hour of the day it was submitted (0–23): day jobs are shorter than night runs
     expected_seconds: float | None = None
+    limit_seconds: float | None = None  # the cluster manager's time limit: no prediction is longer
 
     def row(self) -> dict[str, Any]:
         return {"owner": self.owner, "tenant": self.tenant, "name_key": name_key(self.name),
@@ -159,7 +165,8 @@ class RuntimePredictor:
             for index, value in zip(need_model, self.booster.predict(matrix), strict=True):
                 answers[index] = Prediction(_bounded(math.expm1(float(value))), "model")
         fallback = self._fallback()
-        return [answer or fallback for answer in answers]
+        return [_capped(answer or fallback, features.limit_seconds) for answer, features in zip(answers, jobs,
+                                                                                                 strict=True)]
 
     def _without_model(self, features: JobFeatures) -> Prediction | None:
         expected = features.expected_seconds
@@ -223,6 +230,12 @@ def _history_key(features: JobFeatures) -> tuple[str, str]:
 
 def _vocabulary(values: Iterable[str]) -> dict[str, int]:
     return {value: code for code, value in enumerate(sorted(set(values)))}
+
+
+def _capped(prediction: Prediction, limit: float | None) -> Prediction:
+    if limit is None or not math.isfinite(limit) or limit <= 0 or prediction.seconds <= limit:
+        return prediction
+    return Prediction(_bounded(limit), prediction.source)
 
 
 def _bounded(seconds: float) -> float:

@@ -63,6 +63,7 @@ def test_fairness_draws_and_follows_the_time_range(staff_page, dashboard_data, o
     why = frame.locator("#fair-pending-detail").inner_text().lower()
     assert "queue position" in why and "last round:" in why and "waiting for free gpus" in why
     assert frame.locator("#fair-holders tbody tr").count() > 0
+    assert "observes a slurm cluster" in frame.locator("#fair-slurm").inner_text().lower()  # not observing Slurm
     screenshot(staff_page, "fairness")
     day = frame.evaluate(X_POINTS, "fair-jain")
     frame.select_option("#fair-range", "6h")

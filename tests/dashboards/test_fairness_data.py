@@ -149,3 +149,36 @@ def test_a_clusters_first_hour_is_drawn_on_an_hour_wide_axis(history: History, s
         assert figure.layout.meta == "drawn" and high - low == timedelta(hours=1)
     bar = borrowed_figure(shares).data[0]
     assert bar.width == pytest.approx(0.95 * 3_600_000) and bar.offset == 0  # the hour, in a date axis's ms
+
+
+def test_slurms_own_fair_share_is_shown_per_user_beside_the_consoles_measures(history: History, staff: User,
+                                                                              vision_user: User) -> None:
+    from scheduler.models import ClusterFairness
+
+    assert fairness_data.slurm_fairness(staff) is None  # not observing Slurm: nothing read
+    Job = history.running[0].__class__
+    Job.objects.filter(pk__in=[job.pk for job in history.running]).update(cluster_user="alice")
+    ClusterFairness.objects.create(read_at=history.now, data={
+        "shares": [
+            {"account": "vision", "user": "", "fair_share": None, "norm_shares": 0.5, "effective_usage": 0.7},
+            {"account": "vision", "user": "alice", "fair_share": 0.25, "norm_shares": 1.0, "effective_usage": 1.0},
+            {"account": "language", "user": "bob", "fair_share": 0.9, "norm_shares": 1.0, "effective_usage": 0.1},
+        ],
+        "priorities": [
+            {"job_id": 1, "user": "alice", "account": "vision", "priority": 1000, "age": 100, "fair_share": 900,
+             "job_size": 0, "partition": 0, "qos": 0},
+            {"job_id": 2, "user": "alice", "account": "vision", "priority": 2000, "age": 300, "fair_share": 900,
+             "job_size": 800, "partition": 0, "qos": 0},
+        ],
+    })
+    seen = fairness_data.slurm_fairness(staff)
+    assert seen is not None and [(row.account, row.user) for row in seen.rows] == [("vision", "alice"),
+                                                                                    ("language", "bob")]
+    alice = seen.rows[0]
+    assert (alice.fair_share_factor, alice.waiting, alice.priority) == (0.25, 2, 1500)
+    assert alice.factors == {"age": 200, "fair_share": 900, "job_size": 400, "partition": 0, "qos": 0}
+    vision_running = next(job for job in history.running if job.tenant == history.vision)
+    assert alice.gpus_held == Allocation.objects.filter(job=vision_running, ended_at__isnull=True).count() > 0
+    assert alice.account_fair_share == pytest.approx(16 / 3)  # weights 1 and 2 of 16 GPUs, both tenants wanting
+    mine = fairness_data.slurm_fairness(vision_user)
+    assert mine is not None and [row.user for row in mine.rows] == ["alice"]  # not another tenant's users

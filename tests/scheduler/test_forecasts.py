@@ -245,3 +245,54 @@ def test_a_tenant_never_reads_another_tenants_job_in_an_estimate(cluster: Node, 
     seen = client.get(f"/api/jobs/{b.pk}/").json()
     assert seen["estimate"]["after"].endswith("when another tenant's job finishes")
     assert "secret-project" not in client.get("/api/jobs/").content.decode()
+
+
+def mirrored(tenant: Tenant, user: str, name: str, gpus: int, limit: float, *, priority: int = 1,
+             state: str = JobState.PENDING, ran: float | None = None) -> Job:
+    """A job Slurm scheduled, as the observer mirrors it: its user, time limit and priority; ``ran``: a finished
+    run's length."""
+    job = Job.objects.create(tenant=tenant, name=name, workload_profile="", total_work=limit, min_gpus=gpus,
+                             max_gpus=gpus, submitted_at=NOW - timedelta(seconds=600), state=state,
+                             cluster_job_id=str(Job.objects.count() + 1000), cluster_user=user,
+                             time_limit_seconds=limit, cluster_priority=priority)
+    if ran is not None:
+        Job.objects.filter(pk=job.pk).update(attained_gpu_seconds=ran * gpus, finished_at=NOW - timedelta(hours=1))
+    return job
+
+
+def test_an_observed_slurm_queue_is_forecast_as_slurm_backfills_with_runs_predicted_from_history(
+        cluster: Node, tenant: Tenant) -> None:
+    # Slurm decides; the console forecasts its backfill. Each user's earlier runs of a name say how long it runs:
+    # alice's "train" 200 s, "prep" 50 s, bob's "eval" 60 s, far under their limits (600, 120, 300 s).
+    settings = scheduler_settings()
+    settings.executor = "slurm-observer"
+    settings.save()
+    for user, name, seconds in (("alice", "train", 200), ("alice", "prep", 50), ("bob", "eval", 60)):
+        mirrored(tenant, user, name, 1, 900, state=JobState.SUCCEEDED, ran=seconds)
+    a = mirrored(tenant, "alice", "train", 4, 600)
+    run_on_all_gpus(a, served=100)
+    mirrored(tenant, "bob", "eval", 4, 300, priority=10)
+    mirrored(tenant, "alice", "prep", 2, 120, priority=20)
+
+    row = forecasts.refresh(NOW)
+
+    # By the limits Slurm plans prep (first by priority) at +500, when A's limit ends, and eval at +620. A ends at
+    # +100 by its history: prep starts then, and planned to end by its limit at +220, eval waits for it; prep ends
+    # at +150 by its history, and eval starts then.
+    assert row is not None and row.policy == "slurm-backfill"
+    got = estimates()
+    assert got["train"].estimated_finish == at(100)
+    assert (got["prep"].estimated_start, got["prep"].estimated_finish) == (at(100), at(150))
+    assert (got["eval"].estimated_start, got["eval"].estimated_finish) == (at(150), at(210))
+    assert Job.objects.get(name="eval", state=JobState.PENDING).predicted_seconds == 60
+
+
+def test_a_prediction_never_exceeds_the_time_limit() -> None:
+    from scheduler.sim.runtimes import JobFeatures, RuntimePredictor
+
+    predictor = RuntimePredictor()
+    predictor.observe(JobFeatures(owner="alice", name="train"), 500.0)
+    assert predictor.predict(JobFeatures(owner="alice", name="train")).seconds == 500
+    capped = predictor.predict(JobFeatures(owner="alice", name="train", limit_seconds=300))
+    assert (capped.seconds, capped.source) == (300, "history")
+    assert predictor.predict(JobFeatures(owner="bob", name="x", limit_seconds=60)).seconds == 60  # median 500

@@ -28,7 +28,7 @@ def seeds_run(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     """Each seed's burst, without a lab: seed s's console errors are s × 10 s, Slurm's 100 s."""
     runs: list[tuple[int, int]] = []
 
-    def fake_backtest(client: object, jobs: int, seed: int, policy: str, say=print) -> list[Compared]:
+    def fake_backtest(client: object, jobs: int, seed: int, say=print) -> list[Compared]:
         runs.append((seed, jobs))
         return [row(1, 100, seed * 10), row(2, 100, seed * 10), row(3, None, 5), row(4, 80, None)]
 
@@ -56,3 +56,22 @@ def test_arguments_out_of_range_are_named_before_the_lab_is_touched(
     with pytest.raises(CommandError, match=message):
         call_command("slurm_forecast_backtest", *args, stdout=StringIO())
     assert seeds_run == []
+
+
+def test_the_workload_repeats_each_users_kinds_of_job_within_their_limits() -> None:
+    from scheduler.on_slurm.backtest import KINDS_PER_USER, burst_of, kinds_of, seed_tag
+
+    assert [seed_tag(seed) for seed in (0, 1, 25, 26, 27)] == ["a", "b", "z", "ba", "bb"]
+    users = [("alice", "research"), ("bob", "nlp")]
+    kinds = kinds_of(users, seed=3)
+    assert len(kinds) == 2 * KINDS_PER_USER and len({kind.name for kind in kinds}) == len(kinds)
+    assert all(kind.name.endswith("-d") and not any(c.isdigit() for c in kind.name) for kind in kinds)
+    assert [kind.user for kind in kinds] == ["alice"] * KINDS_PER_USER + ["bob"] * KINDS_PER_USER
+    assert kinds_of(users, seed=3) == kinds and kinds_of(users, seed=4) != kinds  # a seed is a workload
+    burst = burst_of(kinds, 200, seed=3)
+    assert len(burst) == 200 and {kind.name for kind, _ in burst} == {kind.name for kind in kinds}
+    for kind, seconds in burst:
+        assert 5 <= seconds <= kind.limit_minutes * 60 - 5  # never killed at its limit
+        assert abs(seconds - kind.typical_seconds) <= 0.1 * kind.typical_seconds + 1 or seconds in (
+            5, kind.limit_minutes * 60 - 5)
+        assert kind.typical_seconds <= 0.7 * kind.limit_minutes * 60  # users ask for more than they use

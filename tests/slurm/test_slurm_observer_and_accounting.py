@@ -21,7 +21,7 @@ from scheduler.backends.slurm.client import JobSpec, RestTransport, SlurmRefused
 from scheduler.jobs import verbs
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
-from scheduler.models import Allocation, ClusterLogin, ExecutorKind, Job, JobState, Tenant
+from scheduler.models import Allocation, ClusterFairness, ClusterLogin, ExecutorKind, Job, JobState, Tenant
 from tests.api.conftest import token_client
 
 from .conftest import RunningLab, training_command, wait_for
@@ -49,7 +49,14 @@ def test_observer_mirrors_jobs_submitted_with_sbatch_and_changes_nothing(slurm: 
     assert "observing Slurm" in round_row.note
     mirrored = Job.objects.get(cluster_job_id=running)
     assert (mirrored.tenant.name, mirrored.name, mirrored.state) == ("vision", "observed", JobState.RUNNING)
-    assert (mirrored.min_gpus, mirrored.gpu_type, mirrored.expected_seconds) == (3, "a100", 600)
+    assert (mirrored.min_gpus, mirrored.gpu_type, mirrored.time_limit_seconds) == (3, "a100", 600)
+    assert mirrored.expected_seconds is None  # a limit, not an estimate: the forecast predicts its run
+    assert mirrored.cluster_user == slurm.run("squeue", "-h", "-j", running, "-o", "%u").strip()
+    assert mirrored.cluster_priority is not None
+    reading = ClusterFairness.objects.get()  # Slurm's own fair share, read by the round
+    users = {(row["account"], row["user"]) for row in reading.data["shares"]}
+    assert {("research", "alice"), ("vision", "alice"), ("vision", "bob"), ("nlp", "bob")} <= users
+    assert all(0 <= row["fair_share"] <= 1 for row in reading.data["shares"] if row["user"])
     held = Allocation.objects.filter(job=mirrored, ended_at__isnull=True)
     assert held.count() == 3 and {a.gpu.node.hostname for a in held} == {before[running]["nodes"]}
     pending = Job.objects.get(cluster_job_id=waiting)

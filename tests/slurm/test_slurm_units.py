@@ -86,3 +86,19 @@ def test_the_reason_squeue_shows_for_a_held_job_is_one_bounded_line() -> None:
     assert waiting_note(Job(pending_reason="")) == "Cluster Ops: queued"
     note = waiting_note(Job(pending_reason="waits for\n4 a100 GPUs;  quota " + "x" * 500))
     assert note.startswith("Cluster Ops: waits for 4 a100 GPUs; quota x") and "\n" not in note and len(note) <= 213
+
+
+def test_sshare_and_sprio_lines_are_read_and_strangers_skipped() -> None:
+    from scheduler.backends.slurm.fairness import parse_priorities, parse_shares
+
+    shares = parse_shares([
+        "root|||0.000000|99|1.000000|", " nlp||1|0.250000|48|0.490000|", "  nlp|bob|1|0.500000|48|1.000000|0.375000",
+        "  research|alice|1|0.500000|nan|inf|0.125", "not|ours", "x|y|1|2|3|4|5|6",
+    ])
+    assert [(row.account, row.user, row.fair_share) for row in shares] == [
+        ("nlp", "", None), ("nlp", "bob", 0.375), ("research", "alice", 0.125)]
+    assert (shares[2].raw_usage, shares[2].effective_usage) == (None, None)  # not finite: not a number
+    priorities = parse_priorities(["59660185|alice|research|1200|200|1000|0|0|0", "oops|a|b|1|1|1|1|1|1",
+                                   "12|bob|nlp|1e400|0|0|0|0|0", "13|bob|nlp|7|1|2|3|1|0"])
+    assert [(row.job_id, row.user, row.priority, row.fair_share) for row in priorities] == [
+        (59660185, "alice", 1200, 1000), (13, "bob", 7, 2)]

@@ -9,6 +9,7 @@ and forecasts read a Slurm cluster as they read any other. GPU time is charged a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,14 +21,18 @@ from django.db.models import Q
 from scheduler.backends import register_backend
 from scheduler.backends.slurm import submission
 from scheduler.backends.slurm.accounting import sacct_comparison
-from scheduler.backends.slurm.client import AccountedRun, SlurmJob
+from scheduler.backends.slurm.client import AccountedRun, SlurmError, SlurmJob
 from scheduler.backends.slurm.executor import ENDED, RUNNING, SlurmReader, charge_slurm_time, ending
+from scheduler.backends.slurm.fairness import read_fairness
 from scheduler.bounds import MAX_EXPECTED_SECONDS, MAX_GPUS, MAX_TOTAL_WORK
+from scheduler.core.config import SchedulingConfig
 from scheduler.core.types import ClusterSnapshot
-from scheduler.models import Allocation, Gpu, Job, JobState, Tenant
+from scheduler.models import Allocation, ClusterFairness, Gpu, Job, JobState, Tenant
 
 MIRRORED_NAME_LENGTH = 200
 TENANT_NAME_LENGTH = 100
+USER_NAME_LENGTH = 64
+SLURM_SCHEDULING_SECONDS = 2.0  # a forecast of Slurm decides within this of a job's end (its sched_min_interval)
 
 
 @dataclass
@@ -41,7 +46,18 @@ class SlurmObserver(SlurmReader):
         with transaction.atomic():
             mirrored = mirror_jobs([job for job in self.slurm_jobs.values() if 0 < job.gpus <= MAX_GPUS], now)
         self.notes.append(f"observing Slurm: {mirrored} jobs with GPUs mirrored")
+        self._read_fairness(now)
         return snap  # as read before the mirror: no policy runs on it
+
+    def _read_fairness(self, now: datetime) -> None:
+        """Slurm's fair share and priority factors, kept for the Fairness page; a failed read is noted, not fatal."""
+        assert self.client is not None  # refresh_inventory connected
+        try:
+            reading = read_fairness(self.client.commands)
+        except SlurmError as error:
+            self.notes.append(f"Slurm's fair share not read: {error}")
+            return
+        ClusterFairness.objects.update_or_create(pk=1, defaults={"read_at": now, "data": reading.as_json()})
 
     def launch(self, launches: object, now: datetime) -> None:
         """An observer launches nothing."""
@@ -59,6 +75,7 @@ def mirror_jobs(slurm_jobs: list[SlurmJob], now: datetime) -> int:
         job = known.get(str(slurm_job.id)) or _new_job(slurm_job, tenant)
         was_running = job.state == JobState.RUNNING
         job.state, job.pending_reason = _state(slurm_job), slurm_job.reason if slurm_job.state == "PENDING" else ""
+        job.cluster_priority = slurm_job.priority  # it changes as the job ages and its owner's fair share moves
         job.started_at = slurm_job.started_at or job.started_at
         job.finished_at = slurm_job.ended_at if slurm_job.state in ENDED else None
         charge_slurm_time(job, slurm_job, now)
@@ -66,8 +83,8 @@ def mirror_jobs(slurm_jobs: list[SlurmJob], now: datetime) -> int:
         if job.pk is None:
             job.save()
         else:
-            job.save(update_fields=["state", "pending_reason", "started_at", "finished_at", "attained_gpu_seconds",
-                                    "accounted_at", "progress", "total_work"])
+            job.save(update_fields=["state", "pending_reason", "cluster_priority", "started_at", "finished_at",
+                                    "attained_gpu_seconds", "accounted_at", "progress", "total_work"])
         if slurm_job.state in RUNNING and not was_running:
             _open_allocations(job, slurm_job, gpus_by_node, now)
         elif slurm_job.state not in RUNNING and was_running:
@@ -80,7 +97,7 @@ def _new_job(slurm_job: SlurmJob, tenant: Tenant) -> Job:
         tenant=tenant, name=(slurm_job.name or f"slurm {slurm_job.id}")[:MIRRORED_NAME_LENGTH],
         workload_profile="", total_work=0.0, min_gpus=slurm_job.gpus, max_gpus=slurm_job.gpus,
         gpu_type=slurm_job.gpu_type, submitted_at=slurm_job.submitted_at, cluster_job_id=str(slurm_job.id),
-        expected_seconds=_limit(slurm_job),
+        cluster_user=slurm_job.user[:USER_NAME_LENGTH], time_limit_seconds=_limit(slurm_job),
     )
 
 
@@ -146,6 +163,15 @@ def _open_allocations(job: Job, slurm_job: SlurmJob, free: Mapping[str, list[int
     Allocation.objects.bulk_create(rows)
 
 
+def slurm_model(config: SchedulingConfig) -> SchedulingConfig:
+    """Slurm's own scheduling as a forecast runs it: its backfill by priority and time limits
+    (``scheduler/core/policies/slurm_backfill.py``), deciding as soon as a job ends (Slurm schedules on every
+    completion), not on the console's round interval."""
+    return dataclasses.replace(config, policy="slurm-backfill", policy_config={},
+                               round_seconds=SLURM_SCHEDULING_SECONDS)
+
+
 register_backend("slurm-observer", lambda config: SlurmObserver(),
                  label="Slurm observer (Slurm schedules, the console watches)",
-                 check_submission=submission.check_script, compare_accounting=sacct_comparison)
+                 check_submission=submission.check_script, compare_accounting=sacct_comparison,
+                 forecast_model=slurm_model)

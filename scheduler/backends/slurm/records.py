@@ -77,6 +77,7 @@ class SlurmJob:
     expected_start: datetime | None = None  # Slurm's own start estimate of a pending job
     requested_gpus: int = 0  # what it asks for in all, placed or not
     admin_comment: str = ""  # on a job the console holds: why the console has it wait
+    priority: int = 0  # Slurm's own (multifactor) priority; higher starts first
 
     @property
     def gpus(self) -> int:
@@ -270,4 +271,11 @@ def job_record(raw: Mapping[str, Any]) -> SlurmJob:
         time_limit_seconds=float(limit) * 60 if isinstance(limit, int) and 0 < limit < MAX_MINUTES else None,
         expected_start=epoch_time(raw.get("start_time")) if pending else None,
         requested_gpus=per_node * max(int(node_count or 1), 1), admin_comment=str(raw.get("admin_comment") or ""),
+        priority=_priority(raw.get("priority")),
     )
+
+
+def _priority(value: Any) -> int:
+    """Slurm's priority: an unsigned 32-bit number (0 when unset or not one)."""
+    number = unwrapped(value)
+    return number if isinstance(number, int) and 0 <= number < 2**32 else 0

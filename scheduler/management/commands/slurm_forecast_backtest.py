@@ -1,4 +1,4 @@
-"""``manage.py slurm_forecast_backtest [--jobs N] [--seed S] [--seeds K] [--policy P] [--json]``: the console's start
+"""``manage.py slurm_forecast_backtest [--jobs N] [--seed S] [--seeds K] [--json]``: the console's start
 estimates beside ``squeue --start``, against the real starts, on a Slurm lab (``scheduler/on_slurm/backtest.py``).
 
 Seeds S … S+K−1 run one after the other, each on an empty cluster. Without ``--json`` each job's errors are listed;
@@ -22,10 +22,9 @@ class Command(BaseCommand):
             "estimates beside squeue --start, against the real starts.")
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--jobs", type=int, default=16, help=f"jobs in each burst, 1–{MAX_JOBS} (default 16)")
+        parser.add_argument("--jobs", type=int, default=72, help=f"jobs in each burst, 1–{MAX_JOBS} (default 72)")
         parser.add_argument("--seed", type=int, default=1, help="the first seed (default 1)")
         parser.add_argument("--seeds", type=int, default=1, help=f"how many seeds, 1–{MAX_SEEDS} (default 1)")
-        parser.add_argument("--policy", default="fifo", help="the policy the console forecasts with (default fifo)")
         parser.add_argument("--json", action="store_true", help="one JSON object a line per seed")
 
     def handle(self, *args: object, **options: Any) -> None:
@@ -36,7 +35,7 @@ class Command(BaseCommand):
         client = connect()
         for seed in range(options["seed"], options["seed"] + options["seeds"]):
             try:
-                compared = backtest(client, options["jobs"], seed, options["policy"], say=say)
+                compared = backtest(client, options["jobs"], seed, say=say)
             except SlurmError as error:
                 raise CommandError(str(error)) from None
             if options["json"]:
