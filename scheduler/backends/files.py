@@ -6,12 +6,14 @@
     JOB_DIR/<job id>/run/gen<g>-rank<r>.exit     its exit code (``supervise.write_exit``)
     JOB_DIR/<job id>/run/gen<g>-<host>.started   the agent of <host> started its ranks of g
     JOB_DIR/<job id>/logs/slurm.log              on Slurm: the batch script's output, every run appended
+    JOB_DIR/<job id>/.job                        on Slurm: which job the folder is (``claim_job_dir``)
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,27 @@ SLURM_LOG = "slurm.log"  # JOB_DIR/<job id>/logs/slurm.log: stdout and stderr of
 
 def job_dir(job_id: int) -> Path:
     return Path(settings.JOB_DIR) / str(job_id)
+
+
+OWNER_MARK = ".job"  # JOB_DIR/<job id>/.job: which job the folder is (a tag from its secret)
+
+
+def claim_job_dir(job_id: int, tag: str) -> Path:
+    """The job's folder, made sure to be this job's: one left by another job of the same id (a console database
+    reset or replaced over the same ``JOB_DIR``) is moved aside to ``<id>.stale-<its tag>``, never resumed from
+    or deleted. ``tag``: a hash of the job's secret (``records.job_comment``'s)."""
+    folder = job_dir(job_id)
+    mark = folder / OWNER_MARK
+    try:
+        found = mark.read_text().strip()
+    except FileNotFoundError:
+        found = tag  # a new folder, or one made before folders were marked: taken as this job's
+    if found != tag:
+        folder.rename(folder.with_name(f"{folder.name}.stale-{found}-{int(time.time())}"))
+    folder.mkdir(parents=True, exist_ok=True)
+    if not mark.exists():
+        mark.write_text(tag + "\n")
+    return folder
 
 
 def checkpoint_dir(job_id: int) -> Path:

@@ -102,3 +102,19 @@ def test_sshare_and_sprio_lines_are_read_and_strangers_skipped() -> None:
                                    "12|bob|nlp|1e400|0|0|0|0|0", "13|bob|nlp|7|1|2|3|1|0"])
     assert [(row.job_id, row.user, row.priority, row.fair_share) for row in priorities] == [
         (59660185, "alice", 1200, 1000), (13, "bob", 7, 2)]
+
+
+def test_a_job_folder_left_by_another_job_of_the_same_id_is_moved_aside(tmp_path, settings) -> None:  # type: ignore[no-untyped-def]
+    from scheduler.backends.files import checkpoint_dir, claim_job_dir
+
+    settings.JOB_DIR = tmp_path
+    first = claim_job_dir(7, "aaaaaaaaaaaa")
+    checkpoint_dir(7).mkdir()
+    (checkpoint_dir(7) / "step-900.pt").write_text("another job's progress")
+    assert claim_job_dir(7, "aaaaaaaaaaaa") == first and (checkpoint_dir(7) / "step-900.pt").exists()  # its own
+
+    again = claim_job_dir(7, "bbbbbbbbbbbb")  # job 7 of a new database: not the same job
+
+    assert again == first and not checkpoint_dir(7).exists()  # it starts from nothing
+    stale = [path for path in tmp_path.iterdir() if path.name.startswith("7.stale-aaaaaaaaaaaa-")]
+    assert len(stale) == 1 and (stale[0] / "checkpoints" / "step-900.pt").read_text() == "another job's progress"

@@ -34,6 +34,7 @@ from scheduler.backends.slurm.records import (
     comment_job_id,
     expand_hostlist,
     job_comment,
+    job_tag,
     parse_gres,
 )
 from scheduler.backends.slurm.rest_v0038 import RestV0038
@@ -41,7 +42,7 @@ from scheduler.backends.slurm.rest_v0040 import RestV0040, RestV0041, RestV0042
 from scheduler.backends.slurm.transport import RestTransport
 
 __all__ = ["COMMENT_PREFIX", "AccountedRun", "JobSpec", "SlurmClient", "SlurmError", "SlurmJob", "SlurmNode",
-           "SlurmRefused", "SlurmUnavailable", "comment_job_id", "connect", "expand_hostlist", "job_comment",
+           "SlurmRefused", "SlurmUnavailable", "comment_job_id", "connect", "expand_hostlist", "job_comment", "job_tag",
            "parse_gres"]
 
 

@@ -50,7 +50,7 @@ from scheduler.backends import (
     measure_restart,
     register_backend,
 )
-from scheduler.backends.files import SLURM_LOG, checkpoint_dir, job_dir
+from scheduler.backends.files import SLURM_LOG, checkpoint_dir, claim_job_dir
 from scheduler.backends.slurm import submission
 from scheduler.backends.slurm.accounting import sacct_comparison
 from scheduler.backends.slurm.client import (
@@ -61,6 +61,7 @@ from scheduler.backends.slurm.client import (
     SlurmUnavailable,
     connect,
     job_comment,
+    job_tag,
 )
 from scheduler.backends.slurm.inventory import sync_inventory
 from scheduler.bulk import update_many
@@ -357,7 +358,7 @@ class SlurmExecutor(SlurmReader):
         return {host: even for host in launch.hosts}, gpu_type
 
     def _spec(self, job: Job, gres: str) -> JobSpec:
-        folder, user = job_dir(job.pk), submission.slurm_user(job)
+        folder, user = claim_job_dir(job.pk, job_tag(job.report_token)), submission.slurm_user(job)
         for made in (folder, folder / "logs", checkpoint_dir(job.pk)):
             made.mkdir(parents=True, exist_ok=True)
             give_to(made, user)

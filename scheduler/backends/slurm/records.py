@@ -129,7 +129,12 @@ class AccountedRun:
 def job_comment(job_id: int, report_token: str) -> str:
     """The comment that ties a Slurm job to one console job: its id and a tag from a hash of the job's secret, so
     that a console job id seen again (another console database, a reset one) never claims another's Slurm jobs."""
-    return f"{COMMENT_PREFIX}{job_id}:{hashlib.sha256(report_token.encode()).hexdigest()[:12]}"
+    return f"{COMMENT_PREFIX}{job_id}:{job_tag(report_token)}"
+
+
+def job_tag(report_token: str) -> str:
+    """A job's tag: a hash of its secret, telling two jobs of one id apart (its Slurm comment, its folder)."""
+    return hashlib.sha256(report_token.encode()).hexdigest()[:12]
 
 
 def comment_job_id(comment: str) -> int | None:
