@@ -17,13 +17,18 @@ Every job it made is cancelled at the end. It refuses a lab that has jobs alread
 from __future__ import annotations
 
 import random
+import shutil
 import statistics
+import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -39,6 +44,20 @@ HISTORY_NAME = "bench-history"
 SUBMITTERS = 8  # slurmrestd answers this many submissions at once
 ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
          "DEADLINE"}
+
+
+@contextmanager
+def throwaway_job_dir() -> Iterator[Path]:
+    """``JOB_DIR`` in a new folder under ``VAR_DIR`` (the lab's nodes see the checkout), removed afterwards."""
+    saved = settings.JOB_DIR
+    folder = Path(tempfile.mkdtemp(prefix="bench-slurm-jobs-", dir=settings.VAR_DIR))
+    folder.chmod(0o755)  # the jobs' owners enter it
+    settings.JOB_DIR = folder
+    try:
+        yield folder
+    finally:
+        settings.JOB_DIR = saved
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def ms(seconds: float) -> float:
@@ -112,10 +131,15 @@ def run_history(client: SlurmClient, count: int, account: str, timeout: float = 
     started = time.perf_counter()
     client.commands.run("sbatch", "--parsable", "-A", account, "-J", HISTORY_NAME, f"--array=0-{count - 1}",
                         "--gres=gpu:1", "--time=1", "-o", "/dev/null", "--wrap", "true")
+    since = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        # Ended, and in the accounting: slurmctld sends the records to slurmdbd behind the jobs' ends.
         if not client.commands.run("squeue", "-h", "-n", HISTORY_NAME, "-o", "%i").strip():
-            return time.perf_counter() - started
+            accounted = client.commands.run("sacct", "-X", "-n", "-P", "--name", HISTORY_NAME, "-S", since,
+                                            "-s", "CD", "-o", "JobID").split()
+            if len(accounted) >= count:
+                return time.perf_counter() - started
         time.sleep(5)
     raise RuntimeError(f"the {count} history runs did not end within {timeout:g} s")
 

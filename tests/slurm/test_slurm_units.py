@@ -118,3 +118,29 @@ def test_a_job_folder_left_by_another_job_of_the_same_id_is_moved_aside(tmp_path
     assert again == first and not checkpoint_dir(7).exists()  # it starts from nothing
     stale = [path for path in tmp_path.iterdir() if path.name.startswith("7.stale-aaaaaaaaaaaa-")]
     assert len(stale) == 1 and (stale[0] / "checkpoints" / "step-900.pt").read_text() == "another job's progress"
+
+
+@pytest.mark.django_db
+def test_the_mirror_writes_new_jobs_in_bulk_and_known_ones_only_when_they_changed() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from scheduler.backends.slurm.observer import mirror_jobs
+    from scheduler.backends.slurm.records import SlurmJob
+
+    now = timezone.now()
+
+    def pending(job_id: int, priority: int = 1) -> SlurmJob:
+        return SlurmJob(id=job_id, name="queued", comment="", account="vision", user="alice", state="PENDING",
+                        reason="Priority", nodes=(), gpus_per_node={}, gpu_type="a100", submitted_at=now,
+                        started_at=None, ended_at=None, restarts=0, time_limit_seconds=600.0, requested_gpus=2,
+                        priority=priority)
+
+    assert mirror_jobs([pending(i) for i in range(1, 2501)], now) == 2500  # more than one query's ids
+    assert Job.objects.filter(cluster_user="alice", time_limit_seconds=600, cluster_priority=1).count() == 2500
+    with CaptureQueriesContext(connection) as queries:
+        mirror_jobs([pending(i, priority=5 if i == 7 else 1) for i in range(1, 2501)], now)
+    # The bulk update is one statement run once a changed row ("1 times: UPDATE …" as Django records it).
+    updates = [q["sql"] for q in queries.captured_queries if 'UPDATE "scheduler_job"' in q["sql"]]
+    assert updates and all(sql.startswith("1 times: ") for sql in updates)
+    assert Job.objects.get(cluster_job_id="7").cluster_priority == 5  # the one that changed

@@ -47,7 +47,7 @@ class Command(BaseCommand):
 
     def _run(self, client: Any, options: dict[str, Any]) -> dict[str, Any]:
         version = client.rest.version
-        with throwaway_database("bench_slurm"):
+        with throwaway_database("bench_slurm"), slurm_bench.throwaway_job_dir():
             try:
                 rounds = slurm_bench.round_with_queue(client, options["jobs"], options["rounds"], options["policy"],
                                                       options["seed"])

@@ -25,6 +25,7 @@ from scheduler.backends.slurm.client import AccountedRun, SlurmError, SlurmJob
 from scheduler.backends.slurm.executor import ENDED, RUNNING, SlurmReader, charge_slurm_time, ending
 from scheduler.backends.slurm.fairness import read_fairness
 from scheduler.bounds import MAX_EXPECTED_SECONDS, MAX_GPUS, MAX_TOTAL_WORK
+from scheduler.bulk import update_many
 from scheduler.core.config import SchedulingConfig
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import Allocation, ClusterFairness, Gpu, Job, JobState, Tenant
@@ -32,6 +33,10 @@ from scheduler.models import Allocation, ClusterFairness, Gpu, Job, JobState, Te
 MIRRORED_NAME_LENGTH = 200
 TENANT_NAME_LENGTH = 100
 USER_NAME_LENGTH = 64
+BATCH = 1_000  # rows a query reads or writes at once
+# What a round brings up to date of a mirrored job; a row is written only when one of them changed.
+MIRRORED_FIELDS = ("state", "pending_reason", "cluster_priority", "started_at", "finished_at", "attained_gpu_seconds",
+                   "accounted_at", "progress", "total_work")
 SLURM_SCHEDULING_SECONDS = 2.0  # a forecast of Slurm decides within this of a job's end (its sched_min_interval)
 
 
@@ -64,15 +69,22 @@ class SlurmObserver(SlurmReader):
 
 
 def mirror_jobs(slurm_jobs: list[SlurmJob], now: datetime) -> int:
-    """Create or update one console job per Slurm job, with its allocations; returns how many."""
+    """Create or update one console job per Slurm job, with its allocations; returns how many. New jobs are
+    written in bulk and known ones only where something changed: a queue of 10,000 mostly still jobs costs a few
+    writes a round, not 10,000."""
     tenants = {tenant.name: tenant for tenant in Tenant.objects.all()}
-    known = {job.cluster_job_id: job for job in Job.objects.select_for_update().filter(
-        cluster_job_id__in=[str(sj.id) for sj in slurm_jobs])}
+    known = _known(slurm_jobs)
     gpus_by_node = _gpus_by_node()
+    fresh: list[Job] = []
+    changed: list[Job] = []
+    started: list[tuple[Job, SlurmJob]] = []
+    stopped: list[tuple[Job, datetime]] = []
     for slurm_job in slurm_jobs:
         account = (slurm_job.account or "(no account)")[:TENANT_NAME_LENGTH]
         tenant = tenants.get(account) or tenants.setdefault(account, Tenant.objects.get_or_create(name=account)[0])
-        job = known.get(str(slurm_job.id)) or _new_job(slurm_job, tenant)
+        job = known.get(str(slurm_job.id))
+        before = _mirrored(job) if job is not None else None
+        job = job or _new_job(slurm_job, tenant)
         was_running = job.state == JobState.RUNNING
         job.state, job.pending_reason = _state(slurm_job), slurm_job.reason if slurm_job.state == "PENDING" else ""
         job.cluster_priority = slurm_job.priority  # it changes as the job ages and its owner's fair share moves
@@ -80,16 +92,36 @@ def mirror_jobs(slurm_jobs: list[SlurmJob], now: datetime) -> int:
         job.finished_at = slurm_job.ended_at if slurm_job.state in ENDED else None
         charge_slurm_time(job, slurm_job, now)
         job.progress, job.total_work = _work(slurm_job, now)
-        if job.pk is None:
-            job.save()
-        else:
-            job.save(update_fields=["state", "pending_reason", "cluster_priority", "started_at", "finished_at",
-                                    "attained_gpu_seconds", "accounted_at", "progress", "total_work"])
+        if before is None:
+            fresh.append(job)
+        elif _mirrored(job) != before:
+            changed.append(job)
         if slurm_job.state in RUNNING and not was_running:
-            _open_allocations(job, slurm_job, gpus_by_node, now)
+            started.append((job, slurm_job))
         elif slurm_job.state not in RUNNING and was_running:
-            Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=slurm_job.ended_at or now)
+            stopped.append((job, slurm_job.ended_at or now))
+    Job.objects.bulk_create(fresh, batch_size=BATCH)  # their primary keys are set (SQLite ≥ 3.35, PostgreSQL)
+    update_many(Job, MIRRORED_FIELDS, changed)
+    for job, slurm_job in started:
+        _open_allocations(job, slurm_job, gpus_by_node, now)
+    for job, at in stopped:
+        Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=at)
     return len(slurm_jobs)
+
+
+def _known(slurm_jobs: Sequence[SlurmJob]) -> dict[str, Job]:
+    """The console's rows of these Slurm jobs, locked, read ``BATCH`` ids at a time (a query's parameters are
+    bounded)."""
+    ids = [str(slurm_job.id) for slurm_job in slurm_jobs]
+    known: dict[str, Job] = {}
+    for start in range(0, len(ids), BATCH):
+        rows = Job.objects.select_for_update().filter(cluster_job_id__in=ids[start:start + BATCH])
+        known.update((job.cluster_job_id, job) for job in rows)
+    return known
+
+
+def _mirrored(job: Job) -> tuple[object, ...]:
+    return tuple(getattr(job, name) for name in MIRRORED_FIELDS)
 
 
 def _new_job(slurm_job: SlurmJob, tenant: Tenant) -> Job:
