@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from scheduler.models import ExecutorKind, Job, JobState, SchedulingRound, Tenan
 
 MIRROR_NAME = "bench-mirror"
 HISTORY_NAME = "bench-history"
+HISTORY_HOURS = 6  # the window of sacct read, and in which an earlier run's history is reused
 SUBMITTERS = 8  # slurmrestd answers this many submissions at once
 ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
          "DEADLINE"}
@@ -71,9 +72,13 @@ def timed(step: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def refuse_a_busy_lab(client: SlurmClient) -> None:
-    busy = [job.id for job in client.rest.jobs() if job.state not in ENDED]
-    if busy:
-        raise RuntimeError(f"the Slurm cluster has {len(busy)} jobs not ended: bench_slurm needs an idle one")
+    """An idle lab only: jobs Slurm still lists, even ended ones (it forgets them ``MinJobAge`` after), would be
+    mirrored and timed too."""
+    listed = client.rest.jobs()
+    if listed:
+        raise RuntimeError(f"Slurm lists {len(listed)} jobs ({sum(job.state not in ENDED for job in listed)} not "
+                           "ended): bench_slurm needs a lab that lists none (restart it, or wait until Slurm forgets "
+                           "the ended ones)")
 
 
 # --- a live round with the console's queue held in Slurm ---------------------------------------------------------
@@ -126,22 +131,29 @@ def submit_held(client: SlurmClient, count: int, account: str) -> float:
     return time.perf_counter() - started
 
 
-def run_history(client: SlurmClient, count: int, account: str, timeout: float = 3600.0) -> float:
-    """``count`` finished runs in ``sacct``: one array of that many one-GPU ``true`` tasks, waited for."""
+def run_history(client: SlurmClient, count: int, account: str, timeout: float = 3600.0) -> float | None:
+    """``count`` finished runs in ``sacct``: one array of that many one-GPU ``true`` tasks, waited for; the seconds
+    it took, or None when the lab's accounting holds them already (from an earlier run of the bench)."""
+    since = timezone.now() - timedelta(hours=HISTORY_HOURS)
+    if _accounted(client, since) >= count:
+        return None
     started = time.perf_counter()
     client.commands.run("sbatch", "--parsable", "-A", account, "-J", HISTORY_NAME, f"--array=0-{count - 1}",
                         "--gres=gpu:1", "--time=1", "-o", "/dev/null", "--wrap", "true")
-    since = (timezone.now() - timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         # Ended, and in the accounting: slurmctld sends the records to slurmdbd behind the jobs' ends.
-        if not client.commands.run("squeue", "-h", "-n", HISTORY_NAME, "-o", "%i").strip():
-            accounted = client.commands.run("sacct", "-X", "-n", "-P", "--name", HISTORY_NAME, "-S", since,
-                                            "-s", "CD", "-o", "JobID").split()
-            if len(accounted) >= count:
-                return time.perf_counter() - started
+        if _accounted(client, since) >= count:
+            return time.perf_counter() - started
         time.sleep(5)
     raise RuntimeError(f"the {count} history runs did not end within {timeout:g} s")
+
+
+def _accounted(client: SlurmClient, since: datetime) -> int:
+    """Runs of the bench's history that ``sacct`` has as completed since ``since``."""
+    lines = client.commands.run("sacct", "-X", "-n", "-P", "--name", HISTORY_NAME, "-S",
+                                since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S"), "-o", "State").split()
+    return sum(1 for state in lines if state == "COMPLETED")
 
 
 def mirror(client: SlurmClient, count: int) -> dict[str, Any]:
@@ -153,7 +165,7 @@ def mirror(client: SlurmClient, count: int) -> dict[str, Any]:
     mirrored = Job.objects.filter(name=MIRROR_NAME).count()
     cancel_named(client, MIRROR_NAME)
     history_made = run_history(client, count, account)
-    since = timezone.now() - timedelta(hours=2)
+    since = timezone.now() - timedelta(hours=HISTORY_HOURS)
     read, runs = timed(lambda: client.commands.accounting(since, timezone.now()))
     jobs = [job for job in history_jobs(runs) if job.name == HISTORY_NAME and 0 < job.gpus <= MAX_GPUS
             and job.started_at is not None]
@@ -162,7 +174,8 @@ def mirror(client: SlurmClient, count: int) -> dict[str, Any]:
     return {
         "squeue_jobs": count, "submitting_s": round(submitted, 1), "mirrored": mirrored,
         "first_round_ms": ms(first), "next_round_ms": ms(again),
-        "sacct_runs": len(jobs), "running_history_s": round(history_made, 1), "sacct_read_ms": ms(read),
+        "sacct_runs": len(jobs),
+        "running_history_s": None if history_made is None else round(history_made, 1), "sacct_read_ms": ms(read),
         "history_mirror_ms": ms(stored), "history_total_ms": ms(read + stored),
     }
 

@@ -42,6 +42,7 @@ LIMIT_MINUTES = (1, 3)  # each kind's time limit
 # al. measured a median of about 3 on production logs); and each run of a kind varies by this much around it.
 USED_SHARE = (0.2, 0.7)
 RUN_JITTER = 0.1
+OBSERVE_SECONDS = 5.0  # between the observer's rounds while the backtest waits
 SETTLE_SECONDS = 35.0  # Slurm's backfill plans every 30 s (bf_interval): its estimates exist after one pass
 
 
@@ -160,7 +161,13 @@ def _wait_for_ends(client: SlurmClient, ids: list[int], timeout: float = 1800.0)
         if all(job.state not in {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED"}
                for job in client.jobs_by_id(ids).values()):
             return
-        time.sleep(2)
+        _observe_a_while()
+
+
+def _observe_a_while() -> None:
+    """The observer's rounds go on meanwhile, as the beat runs them live: the console sees each job end."""
+    run_round()
+    time.sleep(OBSERVE_SECONDS)
 
 
 def _wait_for_starts(client: SlurmClient, ids: list[int], timeout: float = 1800.0) -> dict[int, datetime]:
@@ -170,7 +177,7 @@ def _wait_for_starts(client: SlurmClient, ids: list[int], timeout: float = 1800.
         for job_id, job in client.jobs_by_id(ids).items():
             if job.state != "PENDING" and job.started_at and job_id not in started:
                 started[job_id] = job.started_at
-        time.sleep(2)
+        _observe_a_while()
     return started
 
 

@@ -11,7 +11,7 @@ from scheduler.backends import measure_restart
 from scheduler.backends.slurm.client import expand_hostlist, parse_gres
 from scheduler.live import restarts
 from scheduler.live.config import scheduler_settings
-from scheduler.models import Job, RescaleEvent, RescaleKind, RoundMemory, SettingsChange
+from scheduler.models import Job, JobState, RescaleEvent, RescaleKind, RoundMemory, SettingsChange
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -144,3 +144,33 @@ def test_the_mirror_writes_new_jobs_in_bulk_and_known_ones_only_when_they_change
     updates = [q["sql"] for q in queries.captured_queries if 'UPDATE "scheduler_job"' in q["sql"]]
     assert updates and all(sql.startswith("1 times: ") for sql in updates)
     assert Job.objects.get(cluster_job_id="7").cluster_priority == 5  # the one that changed
+
+
+@pytest.mark.django_db
+def test_mirrored_jobs_that_left_squeue_unseen_end_as_sacct_says_or_are_marked_failed() -> None:
+    from types import SimpleNamespace
+
+    from scheduler.backends.slurm.observer import SlurmObserver, mirror_jobs
+    from scheduler.backends.slurm.records import AccountedRun, SlurmJob
+
+    now = timezone.now()
+    start = now - timedelta(minutes=30)
+
+    def running(job_id: int) -> SlurmJob:
+        return SlurmJob(id=job_id, name="gone", comment="", account="vision", user="bob", state="RUNNING", reason="",
+                        nodes=(), gpus_per_node={}, gpu_type="", submitted_at=start, started_at=start, ended_at=None,
+                        restarts=0, requested_gpus=1)
+
+    mirror_jobs([running(11), running(12)], start + timedelta(minutes=1))
+    runs = [AccountedRun(job_id=11, account="vision", user="bob", gpus=1, started_at=start,
+                         ended_at=start + timedelta(minutes=5), state="COMPLETED", name="gone", submitted_at=start)]
+    client = SimpleNamespace(commands=SimpleNamespace(accounting=lambda since, until: runs))
+    observer = SlurmObserver(client=client)  # type: ignore[arg-type]  # squeue lists neither any more
+
+    observer._settle_vanished(now)
+
+    ended, unknown = Job.objects.get(cluster_job_id="11"), Job.objects.get(cluster_job_id="12")
+    assert (ended.state, ended.finished_at) == (JobState.SUCCEEDED, start + timedelta(minutes=5))
+    assert unknown.state == JobState.FAILED and "neither squeue nor sacct" in unknown.error
+    assert observer.notes == ["2 mirrored jobs had left Slurm's queue: 1 ended as sacct says, 1 unknown to sacct "
+                              "marked failed"]

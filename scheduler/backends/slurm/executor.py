@@ -78,6 +78,9 @@ FAILED = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAI
 ENDED = SUCCEEDED | CANCELLED | FAILED
 QUEUE_SUBMITS = 200  # waiting jobs newly held in Slurm per round: a round stays short when many arrive at once
 QUEUE_NOTES = 20  # changed reasons written to Slurm per round (a command each on 22.05): the rest follow later
+# ... and at most this long spent writing them a round: on 22.05 each is an ``scontrol`` of 30–60 ms, and a queue of
+# 1,000 jobs whose places move would otherwise cost every round a second.
+QUEUE_NOTE_SECONDS = 0.25
 REQUEUE_WAIT_SECONDS = 20.0  # how long a round waits for requeued jobs to leave their nodes (KillWait + margin)
 
 
@@ -171,13 +174,14 @@ class SlurmExecutor(SlurmReader):
 
     def _queue_in_slurm(self, now: datetime) -> None:
         """The console's waiting jobs held in Slurm, so that ``squeue`` shows the queue the console has, each with
-        the console's reason as its administrator comment (at most ``QUEUE_SUBMITS`` submits and ``QUEUE_NOTES``
-        changed reasons a round); a held Slurm job whose console job has ended, cancelled. A placement later pins
-        and releases the held job (``_arrive``)."""
+        the console's reason as its administrator comment (at most ``QUEUE_SUBMITS`` submits, and ``QUEUE_NOTES``
+        changed reasons or ``QUEUE_NOTE_SECONDS`` of writing them, a round); a held Slurm job whose console job has
+        ended, cancelled. A placement later pins and releases the held job (``_arrive``)."""
         client = self.client or connect()
         waiting = Job.objects.select_related("tenant", "owner").filter(state=JobState.PENDING).order_by(
             "submitted_at", "pk")
         submitted = noted = 0
+        notes_until = time.monotonic() + QUEUE_NOTE_SECONDS
         for job in waiting.iterator():
             if submitted >= QUEUE_SUBMITS:
                 break
@@ -185,7 +189,8 @@ class SlurmExecutor(SlurmReader):
             if slurm_job is None:
                 step = partial(self._hold_in_slurm, client, job)
                 submitted += 1
-            elif slurm_job.held and slurm_job.admin_comment != waiting_note(job) and noted < QUEUE_NOTES:
+            elif (slurm_job.held and slurm_job.admin_comment != waiting_note(job) and noted < QUEUE_NOTES
+                  and time.monotonic() < notes_until):
                 step = partial(self._note_reason, client, job, slurm_job)
                 noted += 1
             else:

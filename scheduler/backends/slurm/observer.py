@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import ClassVar
 
 from django.db import transaction
@@ -34,6 +34,7 @@ MIRRORED_NAME_LENGTH = 200
 TENANT_NAME_LENGTH = 100
 USER_NAME_LENGTH = 64
 BATCH = 1_000  # rows a query reads or writes at once
+VANISHED_LOOKBACK = timedelta(days=31)  # how far back sacct is read for jobs that left the queue unseen
 # What a round brings up to date of a mirrored job; a row is written only when one of them changed.
 MIRRORED_FIELDS = ("state", "pending_reason", "cluster_priority", "started_at", "finished_at", "attained_gpu_seconds",
                    "accounted_at", "progress", "total_work")
@@ -51,8 +52,37 @@ class SlurmObserver(SlurmReader):
         with transaction.atomic():
             mirrored = mirror_jobs([job for job in self.slurm_jobs.values() if 0 < job.gpus <= MAX_GPUS], now)
         self.notes.append(f"observing Slurm: {mirrored} jobs with GPUs mirrored")
+        self._settle_vanished(now)
         self._read_fairness(now)
         return snap  # as read before the mirror: no policy runs on it
+
+    def _settle_vanished(self, now: datetime) -> None:
+        """Mirrored jobs still waiting or running here that ``squeue`` no longer lists — they ended while the
+        console was not looking (Slurm forgets an ended job after ``MinJobAge``) — are ended as ``sacct`` says;
+        one that ``sacct`` does not know either is marked failed, and the round says so. Never left active."""
+        active = Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING]).exclude(cluster_job_id="")
+        listed = {str(job_id) for job_id in self.slurm_jobs}
+        vanished = {job.cluster_job_id: job for job in active.only("pk", "cluster_job_id", "submitted_at")
+                    if job.cluster_job_id not in listed}
+        if not vanished:
+            return
+        assert self.client is not None  # refresh_inventory connected
+        since = max(min(job.submitted_at for job in vanished.values()), now - VANISHED_LOOKBACK)
+        try:
+            ended = [job for job in history_jobs(self.client.commands.accounting(since, now))
+                     if str(job.id) in vanished and job.state in ENDED]
+        except SlurmError as error:
+            self.notes.append(f"{len(vanished)} mirrored jobs left Slurm's queue; sacct not read: {error}")
+            return
+        with transaction.atomic():
+            mirror_jobs(ended, now)
+            unknown = [vanished[key] for key in vanished.keys() - {str(job.id) for job in ended}]
+            Job.objects.filter(pk__in=[job.pk for job in unknown]).update(
+                state=JobState.FAILED, finished_at=now, pending_reason="",
+                error="no longer known to Slurm: neither squeue nor sacct lists it")
+            Allocation.objects.filter(job__in=unknown, ended_at__isnull=True).update(ended_at=now)
+        self.notes.append(f"{len(vanished)} mirrored jobs had left Slurm's queue: {len(ended)} ended as sacct "
+                          f"says, {len(unknown)} unknown to sacct marked failed")
 
     def _read_fairness(self, now: datetime) -> None:
         """Slurm's fair share and priority factors, kept for the Fairness page; a failed read is noted, not fatal."""

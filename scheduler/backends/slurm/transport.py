@@ -17,7 +17,9 @@ from urllib3.util.retry import Retry
 from scheduler.backends.slurm.records import SlurmRefused, SlurmUnavailable
 
 HELD_NOTICE = 2042  # slurmrestd's "Job is in held state": a notice on a held submit, not an error
-MAX_BODY = 16 * 1024 * 1024  # a slurmrestd answer larger than this is refused, not parsed
+# A slurmrestd answer larger than this is refused, not parsed: a job is about 2.6 KB of JSON, so this holds the
+# queue of a cluster of 100,000 jobs (Slurm's default MaxJobCount is 10,000: 26 MB).
+MAX_BODY = 256 * 1024 * 1024
 # Slurm's errno values for "could not talk to slurmctld" (slurm_errno.h: the communication errors, 1000–1009, and
 # slurmctld's, 1800–1804): Slurm is away, not saying no.
 UNREACHABLE = frozenset((*range(1000, 1010), *range(1800, 1805)))
