@@ -93,7 +93,9 @@ def log_in_and_get(base: str, path: str, password: str) -> str:
 
 
 def stack_env(fixtures_dir: Path, var_dir: Path, marker: str, web_port: int) -> dict[str, str]:
-    inherited = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
+    # The stack runs on its embedded defaults whatever this shell exported (a Slurm lab's export lines included).
+    inherited = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("DJANGO", "SLURM_")) and k != "CLUSTER_BACKEND"}
     env = {
         **{k: v for k, v in inherited.items() if k not in ("DATABASE_URL", "REDIS_URL")},
         "VAR_DIR": str(var_dir), "EMBEDDED_REDIS_PORT": str(free_port()), "WEB_ADDRESS": f"127.0.0.1:{web_port}",
