@@ -33,6 +33,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.backends.slurm.client import JobSpec, SlurmClient
+from scheduler.backends.slurm.executor import ENDED
 from scheduler.backends.slurm.observer import history_jobs, mirror_jobs
 from scheduler.bounds import MAX_GPUS
 from scheduler.live.config import update_settings
@@ -43,8 +44,6 @@ MIRROR_NAME = "bench-mirror"
 HISTORY_NAME = "bench-history"
 HISTORY_HOURS = 6  # the window of sacct read, and in which an earlier run's history is reused
 SUBMITTERS = 8  # slurmrestd answers this many submissions at once
-ENDED = {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
-         "DEADLINE"}
 
 
 @contextmanager
