@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from scheduler.backends.slurm.client import JobSpec, SlurmClient
 from scheduler.backends.slurm.executor import ENDED
-from scheduler.backends.slurm.observer import history_jobs, mirror_jobs
+from scheduler.backends.slurm.observer import history_jobs, mirror_slurm_jobs
 from scheduler.bounds import MAX_GPUS
 from scheduler.live.config import update_settings
 from scheduler.live.round import run_round
@@ -181,7 +181,7 @@ def mirror(client: SlurmClient, count: int) -> dict[str, Any]:
 
 def _mirror_all(jobs: list[Any]) -> int:
     with transaction.atomic():
-        return mirror_jobs(jobs, timezone.now())
+        return mirror_slurm_jobs(jobs, timezone.now())
 
 
 def cancel_named(client: SlurmClient, name: str) -> None:

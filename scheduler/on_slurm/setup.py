@@ -21,8 +21,8 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from scheduler.backends.cluster_nodes import sync_inventory
 from scheduler.backends.slurm.client import SlurmClient, SlurmRefused, connect
-from scheduler.backends.slurm.inventory import sync_inventory
 from scheduler.jobs import verbs
 from scheduler.live.config import update_settings
 from scheduler.models import ExecutorKind, Job, Tenant
@@ -36,7 +36,7 @@ def seed_slurm(now: datetime) -> dict[str, int]:
     """Inventory, tenants and settings from Slurm; the lab's example jobs when asked for. Idempotent."""
     client = connect()
     nodes = client.rest.nodes()
-    sync_inventory(nodes)
+    sync_inventory("slurm", nodes)
     tenants = 0
     for account in sorted(client.rest.accounts() - {"root"}):  # "root": the top of Slurm's account tree
         tenants += Tenant.objects.get_or_create(name=account)[1]

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from scheduler.backends.slurm.client import ADAPTERS, SlurmRefused, _adapter
-from scheduler.backends.slurm.commands import _current_state
 from scheduler.backends.slurm.records import job_record, node_record
 
 RUNNING_V0042 = {
@@ -49,11 +48,6 @@ def test_a_node_state_list_is_a_base_state_and_flags() -> None:
                   "partitions": ["gpu"]})
     assert node.state == "idle" and node.flags == {"DRAIN"} and not node.usable and node.gpus == 4
     assert node_record({"name": "gpu02", "gres": "gpu:v100:4", "state": ["MIXED"]}).usable
-
-
-def test_sacct_state_is_a_word_before_23_11_and_a_list_after() -> None:
-    assert _current_state("COMPLETED") == _current_state(["COMPLETED", "REQUEUED"]) == "COMPLETED"
-    assert _current_state([]) == _current_state(None) == ""
 
 
 class OpenApi:

@@ -125,7 +125,7 @@ def test_the_mirror_writes_new_jobs_in_bulk_and_known_ones_only_when_they_change
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from scheduler.backends.slurm.observer import mirror_jobs
+    from scheduler.backends.slurm.observer import mirror_slurm_jobs
     from scheduler.backends.slurm.records import SlurmJob
 
     now = timezone.now()
@@ -136,10 +136,10 @@ def test_the_mirror_writes_new_jobs_in_bulk_and_known_ones_only_when_they_change
                         started_at=None, ended_at=None, restarts=0, time_limit_seconds=600.0, requested_gpus=2,
                         priority=priority)
 
-    assert mirror_jobs([pending(i) for i in range(1, 2501)], now) == 2500  # more than one query's ids
+    assert mirror_slurm_jobs([pending(i) for i in range(1, 2501)], now) == 2500  # more than one query's ids
     assert Job.objects.filter(cluster_user="alice", time_limit_seconds=600, cluster_priority=1).count() == 2500
     with CaptureQueriesContext(connection) as queries:
-        mirror_jobs([pending(i, priority=5 if i == 7 else 1) for i in range(1, 2501)], now)
+        mirror_slurm_jobs([pending(i, priority=5 if i == 7 else 1) for i in range(1, 2501)], now)
     # The bulk update is one statement run once a changed row ("1 times: UPDATE …" as Django records it).
     updates = [q["sql"] for q in queries.captured_queries if 'UPDATE "scheduler_job"' in q["sql"]]
     assert updates and all(sql.startswith("1 times: ") for sql in updates)
@@ -150,7 +150,7 @@ def test_the_mirror_writes_new_jobs_in_bulk_and_known_ones_only_when_they_change
 def test_mirrored_jobs_that_left_squeue_unseen_end_as_sacct_says_or_are_marked_failed() -> None:
     from types import SimpleNamespace
 
-    from scheduler.backends.slurm.observer import SlurmObserver, mirror_jobs
+    from scheduler.backends.slurm.observer import SlurmObserver, mirror_slurm_jobs
     from scheduler.backends.slurm.records import AccountedRun, SlurmJob
 
     now = timezone.now()
@@ -161,7 +161,7 @@ def test_mirrored_jobs_that_left_squeue_unseen_end_as_sacct_says_or_are_marked_f
                         nodes=(), gpus_per_node={}, gpu_type="", submitted_at=start, started_at=start, ended_at=None,
                         restarts=0, requested_gpus=1)
 
-    mirror_jobs([running(11), running(12)], start + timedelta(minutes=1))
+    mirror_slurm_jobs([running(11), running(12)], start + timedelta(minutes=1))
     runs = [AccountedRun(job_id=11, account="vision", user="bob", gpus=1, started_at=start,
                          ended_at=start + timedelta(minutes=5), state="COMPLETED", name="gone", submitted_at=start)]
     client = SimpleNamespace(commands=SimpleNamespace(accounting=lambda since, until: runs))

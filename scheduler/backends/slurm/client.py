@@ -22,6 +22,7 @@ from typing import Protocol
 from django.conf import settings
 
 from scheduler.backends.slurm.commands import Commands
+from scheduler.backends.slurm.listings import uneven
 from scheduler.backends.slurm.records import (
     COMMENT_PREFIX,
     AccountedRun,
@@ -54,6 +55,7 @@ class RestAdapter(Protocol):
     def ping(self) -> None: ...
     def nodes(self) -> list[SlurmNode]: ...
     def jobs(self) -> list[SlurmJob]: ...
+    def job(self, job_id: int) -> SlurmJob | None: ...
     def submit(self, spec: JobSpec) -> int: ...
     def cancel(self, job_id: int) -> None: ...
     def place(self, job_id: int, gpus_per_node: Mapping[str, int], gpu_type: str) -> None: ...
@@ -113,3 +115,14 @@ class SlurmClient:
     def jobs_by_id(self, ids: Sequence[int] | None = None) -> dict[int, SlurmJob]:
         jobs = {job.id: job for job in self.rest.jobs()}
         return jobs if ids is None else {job_id: jobs[job_id] for job_id in ids if job_id in jobs}
+
+    def queue(self) -> dict[int, SlurmJob]:
+        """Every job, read for watching a cluster of any size: from ``squeue`` where it is installed (10,000 jobs in
+        about 0.2 s, where slurmrestd takes 5–10 s on Slurm 24.11), with the split of GPUs over its nodes of a job
+        that asked for GPUs per job from slurmrestd; else from slurmrestd alone."""
+        if not self.commands.installed("squeue"):
+            return self.jobs_by_id()
+        jobs = {job.id: job for job in self.commands.queue()}
+        for job_id in [job.id for job in jobs.values() if uneven(job)]:
+            jobs[job_id] = self.rest.job(job_id) or jobs[job_id]
+        return jobs

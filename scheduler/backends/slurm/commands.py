@@ -1,23 +1,34 @@
 """The Slurm commands, for what a REST version lacks (requeue on every version; placing and releasing on
-v0.0.38) and for per-run accounting (``sacct --duplicates``)."""
+v0.0.38), for per-run accounting (``sacct --duplicates``), and for reading a large queue fast (``squeue``)."""
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
-from scheduler.backends.slurm.records import AccountedRun, SlurmRefused, SlurmUnavailable, epoch_time
+from scheduler.backends.slurm.listings import (
+    SACCT_FIELDS,
+    SEPARATOR,
+    SQUEUE_FIELDS,
+    accounted_runs,
+    free_text,
+    queue_jobs,
+    squeue_format,
+)
+from scheduler.backends.slurm.records import AccountedRun, SlurmJob, SlurmRefused, SlurmUnavailable
 
 
 class Commands:
     """The Slurm commands, for what REST v0.0.38 cannot do: place a job on given nodes, requeue, per-run sacct."""
 
     def __init__(self, slurm_conf: str, timeout: float) -> None:
-        self.env = dict(os.environ, **({"SLURM_CONF": slurm_conf} if slurm_conf else {}))
+        # Times printed as epoch seconds, and those given read as UTC, whatever the host's zone and Slurm's format.
+        self.env = dict(os.environ, SLURM_TIME_FORMAT="%s", TZ="UTC",
+                        **({"SLURM_CONF": slurm_conf} if slurm_conf else {}))
         self.timeout = timeout
 
     def run(self, *args: str) -> str:
@@ -53,36 +64,31 @@ class Commands:
         """SIGTERM to the job (it checkpoints), back to the queue, held until placed again."""
         self.run("scontrol", "requeuehold", str(int(job_id)))
 
+    def installed(self, program: str) -> bool:
+        return shutil.which(program, path=self.env.get("PATH")) is not None
+
+    def queue(self) -> list[SlurmJob]:
+        """Every job slurmctld knows — waiting, running, and ended within ``MinJobAge`` — as ``squeue`` lists them
+        (``listings``: the records, then their names)."""
+        listing = ("squeue", "--all", "--noheader", "--states=all")
+        lines = self.run(*listing, f"--Format={squeue_format(SQUEUE_FIELDS)}").splitlines()
+        names = free_text(self.run(*listing, f"--Format={squeue_format(('JobID', 'Name'))}"), _ids(lines))
+        return queue_jobs(lines, names)
+
     def accounting(self, start: datetime, end: datetime) -> list[AccountedRun]:
-        """Every run (``--duplicates``: each start of a requeued job) that overlaps [start, end]."""
-        text = self.run("sacct", "--json", "--duplicates", "--allusers", "-X",
-                        f"--starttime={start.astimezone(UTC):%Y-%m-%dT%H:%M:%S}",
-                        f"--endtime={end.astimezone(UTC):%Y-%m-%dT%H:%M:%S}")
-        try:
-            document = json.loads(text)
-        except ValueError:
-            raise SlurmRefused("sacct --json printed something that is not JSON") from None
-        return [_accounted_run(raw) for raw in document.get("jobs") or []]
+        """Every run (``--duplicates``: each start of a requeued job) that overlaps [start, end] (``listings``: the
+        runs, then their jobs' comments and names)."""
+        listing = ("sacct", "--parsable2", "--noheader", "--duplicates", "--allusers", "-X",
+                   f"--starttime={start.astimezone(UTC):%Y-%m-%dT%H:%M:%S}",
+                   f"--endtime={end.astimezone(UTC):%Y-%m-%dT%H:%M:%S}")
+        lines = self.run(*listing, "--format=" + ",".join(SACCT_FIELDS)).splitlines()
+        runs = _ids(lines)
+        comments = free_text(self.run(*listing, "--format=JobIDRaw,Comment"), runs)
+        names = free_text(self.run(*listing, "--format=JobIDRaw,JobName"), runs)
+        return accounted_runs(lines, comments, names)
 
 
-def _accounted_run(raw: Mapping[str, Any]) -> AccountedRun:
-    allocated = (raw.get("tres") or {}).get("allocated") or []
-    gpus = sum(int(tres.get("count") or 0) for tres in allocated
-               if tres.get("type") == "gres" and tres.get("name") == "gpu")
-    times = raw.get("time") or {}
-    comment = raw.get("comment") or {}
-    return AccountedRun(
-        job_id=int(raw["job_id"]), account=str(raw.get("account") or ""), user=str(raw.get("user") or ""),
-        gpus=gpus, started_at=epoch_time(times.get("start")), ended_at=epoch_time(times.get("end")),
-        state=_current_state((raw.get("state") or {}).get("current")),
-        comment=str(comment.get("job") or "") if isinstance(comment, dict) else str(comment),
-        name=str(raw.get("name") or "")[:200],
-        submitted_at=epoch_time(times.get("submission")) or datetime(1970, 1, 1, tzinfo=UTC),
-    )
-
-
-def _current_state(value: Any) -> str:
-    """sacct's ``state.current``: a word up to Slurm 23.02, a list from 23.11 (the base state, then flags)."""
-    if isinstance(value, list):
-        return str(value[0]) if value else ""
-    return str(value or "")
+def _ids(lines: list[str]) -> Counter[int]:
+    """How many lines each job id heads."""
+    heads = (line.partition(SEPARATOR)[0] for line in lines)
+    return Counter(int(head) for head in heads if head.isdigit())

@@ -50,6 +50,7 @@ from scheduler.backends import (
     measure_restart,
     register_backend,
 )
+from scheduler.backends.cluster_nodes import sync_inventory
 from scheduler.backends.files import SLURM_LOG, checkpoint_dir, claim_job_dir
 from scheduler.backends.slurm import submission
 from scheduler.backends.slurm.accounting import sacct_comparison
@@ -63,7 +64,6 @@ from scheduler.backends.slurm.client import (
     job_comment,
     job_tag,
 )
-from scheduler.backends.slurm.inventory import sync_inventory
 from scheduler.bulk import update_many
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Allocation, Gpu, Job, JobState
@@ -115,14 +115,12 @@ class SlurmReader:
         """Nodes and jobs as Slurm has them now; the inventory rows brought up to date."""
         self.client = self.client or connect()
         nodes = self.client.rest.nodes()
-        self.slurm_jobs = self.client.jobs_by_id()
-        change = sync_inventory(nodes)
-        if change.lost:
-            self.notes.append("GPUs lost with their nodes: " + "; ".join(change.lost))
-        if change.back:
-            self.notes.append("nodes back in service: " + ", ".join(change.back))
-        if change.skipped:
-            self.notes.append("nodes left out (too many GPUs or too long a name): " + ", ".join(change.skipped))
+        self.slurm_jobs = self.read_jobs(self.client)
+        self.notes += sync_inventory("slurm", nodes).notes()
+
+    def read_jobs(self, client: SlurmClient) -> dict[int, SlurmJob]:
+        """Slurm's jobs by id, as this back-end reads them."""
+        return client.jobs_by_id()
 
 
 @dataclass

@@ -45,6 +45,12 @@ class RestV0038:
         document = self.transport.call("GET", self._path("slurm", "jobs"))
         return [readable("job", job_record, raw) for raw in document.get("jobs") or []]
 
+    def job(self, job_id: int) -> SlurmJob | None:
+        """One job as slurmctld has it; None when it knows no such job."""
+        document = self.transport.call("GET", f"/slurm/{self.version}/job/{int(job_id)}")
+        jobs = [readable("job", job_record, raw) for raw in document.get("jobs") or []]
+        return next((job for job in jobs if job.id == job_id), None)
+
     def submit(self, spec: JobSpec) -> int:
         job = self._description(spec)
         if settings.SLURM_PARTITION:

@@ -6,7 +6,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.backends.slurm.client import SlurmError, connect
-from scheduler.backends.slurm.observer import history_jobs, mirror_jobs
+from scheduler.backends.slurm.observer import history_jobs, mirror_slurm_jobs
 from scheduler.bounds import MAX_GPUS
 
 
@@ -27,5 +27,5 @@ class Command(BaseCommand):
             raise CommandError(str(error)) from None
         jobs = [job for job in history_jobs(runs) if 0 < job.gpus <= MAX_GPUS and job.started_at is not None]
         with transaction.atomic():
-            mirrored = mirror_jobs(jobs, now)
+            mirrored = mirror_slurm_jobs(jobs, now)
         self.stdout.write(f"{mirrored} Slurm jobs with GPUs from the last {options['days']} days mirrored")
