@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-requirements
 # With REDIS_URL set, Redis is yours; without it, `make run` starts the embedded one.
 EMBEDDED_REDIS := $(if $(REDIS_URL),false,true)
 
-.PHONY: run test test-fast bench lint docs venv clean slurm-lab slurm-lab-stop
+.PHONY: run test test-fast bench lint docs venv clean slurm-lab slurm-lab-stop k8s-lab k8s-lab-stop
 
 venv: $(STAMP)
 
@@ -44,6 +44,13 @@ slurm-lab:
 
 slurm-lab-stop:
 	@$(PYTHON) scripts/slurm_lab.py stop
+
+# A throwaway Kubernetes on this host (builds Kubernetes' programs once per machine); prints the settings to export.
+k8s-lab: venv
+	@$(BIN)/python scripts/k8s_lab.py start
+
+k8s-lab-stop:
+	@$(PYTHON) scripts/k8s_lab.py stop
 
 test: venv
 	@bash scripts/run_tests.sh $(PYTEST_ARGS)

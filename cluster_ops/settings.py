@@ -428,8 +428,8 @@ PUBLIC_URL = envstr("PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")  # where 
 # simulated: the demo cluster of `make run`; slurm: the Slurm cluster below (SLURM_MODE schedule: the console
 # decides and Slurm runs the jobs; observe: Slurm decides, the console watches and changes nothing).
 CLUSTER_BACKEND = envstr("CLUSTER_BACKEND", "simulated").lower()
-if CLUSTER_BACKEND not in {"simulated", "slurm"}:
-    CONFIGURATION_ERRORS.append(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: expected simulated or slurm")
+if CLUSTER_BACKEND not in {"simulated", "slurm", "kubernetes"}:
+    CONFIGURATION_ERRORS.append(f"CLUSTER_BACKEND={CLUSTER_BACKEND!r}: expected simulated, slurm or kubernetes")
     CLUSTER_BACKEND = "simulated"
 SLURM_MODE = envstr("SLURM_MODE", "schedule").lower()
 if SLURM_MODE not in {"schedule", "observe"}:
@@ -452,6 +452,16 @@ SLURM_DEMO_OWNERS = [name for name in envstr("SLURM_DEMO_OWNERS", "").split(",")
 if any(not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", name) for name in SLURM_DEMO_OWNERS):
     CONFIGURATION_ERRORS.append("SLURM_DEMO_OWNERS: expected Unix user names separated by commas")
     SLURM_DEMO_OWNERS = []
+
+# Kubernetes (CLUSTER_BACKEND=kubernetes): the kubeconfig (empty: the pod's own ServiceAccount, in a cluster);
+# KUBERNETES_MODE observe: Kubernetes' scheduler decides, the console watches and changes nothing.
+KUBECONFIG = envstr("KUBECONFIG", "")
+KUBERNETES_MODE = envstr("KUBERNETES_MODE", "observe").lower()
+if KUBERNETES_MODE not in {"observe"}:
+    CONFIGURATION_ERRORS.append(f"KUBERNETES_MODE={KUBERNETES_MODE!r}: expected observe")
+    KUBERNETES_MODE = "observe"
+KUBERNETES_TIMEOUT_SECONDS = envint("KUBERNETES_TIMEOUT_SECONDS", 10, minimum=1, maximum=300)
+KUBERNETES_ROUND_SECONDS = envint("KUBERNETES_ROUND_SECONDS", 20, minimum=1, maximum=MAX_ROUND_SECONDS)
 
 # --- Telemetry: retention, idle threshold, /metrics access (telemetry/) -------------------------
 TELEMETRY_RAW_DAYS = envint("TELEMETRY_RAW_DAYS", 7, minimum=1)  # raw samples

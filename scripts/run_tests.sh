@@ -13,7 +13,7 @@ if [ "${1:-}" = "--fast" ]; then
     # whole suite.
     shift
     set -- -n auto -m "not integration and not needs" --ignore=tests/integration --ignore=tests/browser \
-        --ignore=tests/slurm --deselect=tests/test_prerequisites.py::test_every_prerequisite_is_present_here "$@"
+        --ignore=tests/slurm --ignore=tests/kubernetes --deselect=tests/test_prerequisites.py::test_every_prerequisite_is_present_here "$@"
 else
     .venv/bin/python -m tests.prerequisites || exit 1  # installs (as root) or names what the suite needs
 fi

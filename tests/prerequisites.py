@@ -57,6 +57,17 @@ def _commands(*names: str) -> Callable[[], bool]:
     return lambda: all(shutil.which(name) for name in names)
 
 
+def _go_at_least(major: int, minor: int) -> bool:
+    """``go version`` says go<major>.<minor> or later."""
+    if shutil.which("go") is None:
+        return False
+    words = subprocess.run(["go", "version"], capture_output=True, text=True, check=False).stdout.split()
+    version = next((word.removeprefix("go") for word in words if word.startswith("go1.")), "")
+    parts = version.split(".")
+    return len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() and (int(parts[0]), int(parts[1])) >= (
+        major, minor)
+
+
 def _libraries(*names: str) -> Callable[[], bool]:
     return lambda: all(ctypes.util.find_library(name) for name in names)
 
@@ -90,6 +101,13 @@ PREREQUISITES = {p.group: p for p in (
                  "Slurm 22.05 and 24.11 (made from Debian's mirror on the first run)",
                  _commands("mariadbd", "mariadb-install-db", "debootstrap", "chroot", "mount"),
                  ("mariadb-server", "debootstrap")),
+    # A real Kubernetes (scripts/k8s_lab.py): its programs built from the Go module proxy once per machine, its
+    # certificates made with openssl.
+    Prerequisite("kubernetes", "the Kubernetes back-end tests (tests/kubernetes/): Go ≥ 1.26 to build "
+                 "Kubernetes v1.37.2 and etcd v3.7.3 from the Go module proxy (once per machine), and openssl",
+                 lambda: _commands("openssl")() and _go_at_least(1, 26),
+                 hint="Go 1.26 or later on PATH (https://go.dev/dl/; Debian 12's golang is too old) and "
+                      "`apt-get install openssl`"),
     Prerequisite("traces", f"the tests that read the public traces ({', '.join(TRACE_FOLDERS)})", _traces,
                  hint=f"TRACES_DIR set to a folder holding them (now {traces_dir()}, which lacks some; "
                       "`manage.py fetch_traces` downloads them)"),

@@ -8,7 +8,8 @@ jobs: it brings progress and GPU time up to date and records the jobs that finis
 
 Executors are the cluster back-end seam: ``simulated`` (progress by the goodput model, for demos and what-ifs
 of the live cluster), ``local`` (real processes started by node agents), ``slurm`` (Slurm jobs on the decided
-nodes, ``scheduler/backends/slurm``) and ``slurm-observer`` (Slurm schedules; the console mirrors what it does). Each
+nodes, ``scheduler/backends/slurm``), ``slurm-observer`` and ``kubernetes-observer`` (Slurm or Kubernetes schedules;
+the console mirrors what it does, ``scheduler/backends/mirror.py``). Each
 back-end registers itself by name (``register_backend``, called where it is defined); the scheduler app imports
 them when Django starts (``scheduler.apps``, ``BACKEND_MODULES``), so this seam imports none of them. A new back-end
 is a class with these verbs, its registration (with the check it makes of a new job) and its module's path in

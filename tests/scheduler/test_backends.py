@@ -17,30 +17,31 @@ from scheduler.models import ExecutorKind, Job, Tenant
 
 @pytest.mark.django_db
 def test_the_settings_offer_every_registered_back_end() -> None:
-    assert [name for name, _ in backend_choices()] == ["local", "simulated", "slurm", "slurm-observer"]
+    assert [name for name, _ in backend_choices()] == [
+        "kubernetes-observer", "local", "simulated", "slurm", "slurm-observer"]
     field = SchedulerSettingsForm().fields["executor"]
     assert [name for name, _ in field.choices] == sorted(BACKENDS)
 
 
 @pytest.mark.django_db
 def test_a_new_back_end_is_offered_and_accepted_without_a_migration(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(BACKENDS, "kubernetes", Backend("kubernetes", "Kubernetes", make=lambda config: None))
-    assert ("kubernetes", "Kubernetes") in SchedulerSettingsForm().fields["executor"].choices
-    assert update_settings(executor="kubernetes").executor == "kubernetes"
+    monkeypatch.setitem(BACKENDS, "nomad", Backend("nomad", "Nomad", make=lambda config: None))
+    assert ("nomad", "Nomad") in SchedulerSettingsForm().fields["executor"].choices
+    assert update_settings(executor="nomad").executor == "nomad"
 
 
 @pytest.mark.django_db
 def test_a_back_end_that_is_not_registered_is_refused_by_the_field() -> None:
     with pytest.raises(ValidationError) as refused:
-        update_settings(executor="kubernetes")
+        update_settings(executor="nomad")
     assert refused.value.message_dict["executor"] == [
-        "Unknown cluster back-end 'kubernetes'; known: local, simulated, slurm, slurm-observer."]
+        "Unknown cluster back-end 'nomad'; known: kubernetes-observer, local, simulated, slurm, slurm-observer."]
     assert scheduler_settings().executor == ExecutorKind.SIMULATED
 
 
 def test_an_unknown_back_end_is_named_with_the_known_ones() -> None:
-    with pytest.raises(LookupError, match="no cluster back-end 'kubernetes'; known: local, simulated, slurm"):
-        get_backend("kubernetes")
+    with pytest.raises(LookupError, match="no cluster back-end 'nomad'; known: kubernetes-observer, local, simulated"):
+        get_backend("nomad")
 
 
 def test_a_back_end_without_batch_scripts_refuses_one_by_the_field(tenant: Tenant) -> None:

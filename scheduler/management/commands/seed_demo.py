@@ -2,8 +2,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from scheduler.backends.kubernetes.client import KubernetesError
 from scheduler.backends.slurm.client import SlurmError
 from scheduler.demo import seed_demo
+from scheduler.on_kubernetes.setup import seed_kubernetes
 from scheduler.on_slurm.setup import seed_slurm
 
 
@@ -21,6 +23,13 @@ class Command(BaseCommand):
                 raise CommandError(f"CLUSTER_BACKEND=slurm: {error}") from None
             self.stdout.write(f"Slurm cluster: {added['nodes']} node(s), {added['tenants']} tenant(s) added, "
                               f"{added['jobs']} example job(s) submitted")
+            return
+        if settings.CLUSTER_BACKEND == "kubernetes":
+            try:
+                added = seed_kubernetes()
+            except KubernetesError as error:
+                raise CommandError(f"CLUSTER_BACKEND=kubernetes: {error}") from None
+            self.stdout.write(f"Kubernetes cluster: {added['nodes']} node(s), {added['tenants']} tenant(s) added")
             return
         added = seed_demo(settings.TRACES_DIR, timezone.now(), seed=int(options["seed"]))  # type: ignore[call-overload]
         self.stdout.write(

@@ -1,0 +1,428 @@
+"""A throwaway Kubernetes on this one host: `make k8s-lab` / `make k8s-lab-stop`, and the Kubernetes tests.
+
+    python scripts/k8s_lab.py start   # prints `export NAME=value` lines for the console
+    python scripts/k8s_lab.py stop    # stops every process it started
+    python scripts/k8s_lab.py env     # prints the settings again
+
+etcd, kube-apiserver, kube-controller-manager (its Job controller makes the pods, its node lifecycle controller
+taints the nodes that stop answering) and kube-scheduler, on loopback, with certificates the lab makes (openssl)
+and RBAC on; then the lab's kubelet (``scripts/k8s-lab/kubelet.py``), which registers four GPU nodes of two types
+and runs each pod bound to them as a local process. The console gets a ServiceAccount bound to the least
+ClusterRole it needs (``CONSOLE_RULES``) and a kubeconfig with its token; the lab and the tests use an
+administrator's kubeconfig.
+
+Kubernetes' own programs are built from the Go module proxy, once per machine, into ``K8S_LAB_CACHE`` (default
+``/var/cache/cluster-ops``): kube-apiserver, kube-controller-manager and kube-scheduler from ``k8s.io/kubernetes``
+v1.37.2 with every staging module pinned at v0.37.2 (``scripts/k8s-lab/kubernetes/go.mod``; ``k8s.io/kubernetes``
+cannot be ``go install``ed), and a ten-line etcd on ``go.etcd.io/etcd/server/v3/embed`` v3.7.3
+(``scripts/k8s-lab/etcd``). A build is kept under a name that hashes its sources, so changed pins build anew.
+
+Everything lives in one folder (``K8S_LAB_DIR``, default ``var/k8s-lab``) on ports from ``K8S_LAB_PORT`` (default
+16443: the API server; etcd the two above). A start that fails stops what it started.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = REPO / "scripts" / "k8s-lab"
+KUBERNETES_VERSION = "v1.37.2"
+ETCD_VERSION = "v3.7.3"
+PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+CACHE = Path(os.environ.get("K8S_LAB_CACHE", "/var/cache/cluster-ops"))
+START_TIMEOUT = 90.0
+STOP_GRACE = 10.0
+CONSOLE_NAMESPACE = "cluster-ops"  # where the console's ServiceAccount lives
+CONSOLE_ACCOUNT = "cluster-ops-console"
+TENANTS = ("research", "vision", "nlp")  # namespaces, as the Slurm lab's accounts
+# Two GPU types, two nodes each, as the Slurm lab; products as NVIDIA's GPU feature discovery names them.
+NODES = (("gpu01", "NVIDIA-A100-SXM4-40GB"), ("gpu02", "NVIDIA-A100-SXM4-40GB"),
+         ("gpu03", "Tesla-V100-SXM2-16GB"), ("gpu04", "Tesla-V100-SXM2-16GB"))
+GPUS_PER_NODE = 4
+TOKEN_SECONDS = 7 * 24 * 3600
+# What the console may do, and no more: read the cluster's nodes, namespaces, pods, events and Kueue's
+# workloads; keep its Jobs (create suspended, patch to suspend, resize and resume, delete on cancel).
+CONSOLE_RULES = [
+    {"apiGroups": [""], "resources": ["nodes", "namespaces", "pods", "events"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"],
+     "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch"]},
+]
+
+
+@dataclass(frozen=True)
+class Lab:
+    root: Path
+    port: int
+
+    @classmethod
+    def from_environment(cls) -> Lab:
+        root = Path(os.environ.get("K8S_LAB_DIR") or REPO / "var" / "k8s-lab").resolve()
+        return cls(root, int(os.environ.get("K8S_LAB_PORT") or 16443))
+
+    def path(self, *parts: str) -> Path:
+        return self.root.joinpath(*parts)
+
+    @property
+    def etcd_port(self) -> int:
+        return self.port + 1
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def environment(self) -> dict[str, str]:
+        return {"KUBECONFIG": str(self.path("console.kubeconfig")), "CLUSTER_BACKEND": "kubernetes",
+                "K8S_LAB_ADMIN_KUBECONFIG": str(self.path("admin.kubeconfig"))}
+
+
+# --- building Kubernetes' programs, once per machine -------------------------------------------------------------
+
+
+def source_hash(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(path.name for path in folder.iterdir() if path.is_file()):
+        digest.update(name.encode() + b"\0" + (folder / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def build_folder(kind: str) -> Path:
+    return CACHE / f"{kind}-{source_hash(SOURCES / kind)}"
+
+
+def go_environment() -> dict[str, str]:
+    return dict(os.environ, GOPATH=str(CACHE / "go"), GOMODCACHE=str(CACHE / "go" / "pkg" / "mod"),
+                GOCACHE=str(CACHE / "go-build"), GOFLAGS="-mod=mod", CGO_ENABLED="0", GOTOOLCHAIN="local")
+
+
+def built(kind: str, programs: tuple[str, ...]) -> Path:
+    """The folder holding ``programs`` built from ``scripts/k8s-lab/<kind>``; built first when missing (under a
+    lock: two labs starting at once build once)."""
+    folder = build_folder(kind)
+    ready = folder / ".built"
+    if ready.exists():
+        return folder / "bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if ready.exists():
+            return folder / "bin"
+        if shutil.which("go") is None:
+            raise SystemExit("Kubernetes lab: `go` is not installed (Go ≥ 1.26 builds Kubernetes' programs)")
+        for source in (SOURCES / kind).iterdir():
+            if source.is_file():
+                shutil.copyfile(source, folder / source.name)
+        started = time.monotonic()
+        for program in programs:
+            target = f"k8s.io/kubernetes/cmd/{program}" if kind == "kubernetes" else "."
+            print(f"# Kubernetes lab: building {program} (once per machine; minutes)", file=sys.stderr)
+            with open(folder / "build.log", "ab") as log:
+                done = subprocess.run(["go", "build", "-trimpath", "-ldflags=-s -w", "-o", f"bin/{program}", target],
+                                      cwd=folder, env=go_environment(), stdout=log, stderr=subprocess.STDOUT)
+            if done.returncode != 0:
+                tail = (folder / "build.log").read_text(errors="replace")[-1500:]
+                raise SystemExit(f"Kubernetes lab: building {program} failed (exit {done.returncode}); "
+                                 f"{folder / 'build.log'} ends:\n{tail}")
+        ready.write_text(f"built in {time.monotonic() - started:.0f} s\n")
+    return folder / "bin"
+
+
+def programs() -> dict[str, Path]:
+    kubernetes = built("kubernetes", PROGRAMS)
+    etcd = built("etcd", ("etcd",))
+    return {**{name: kubernetes / name for name in PROGRAMS}, "etcd": etcd / "etcd"}
+
+
+# --- certificates and kubeconfigs --------------------------------------------------------------------------------
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_certificates(lab: Lab) -> None:
+    """A CA, the API server's serving certificate (127.0.0.1, localhost), the service-account signing key and
+    client certificates for the lab's administrator and Kubernetes' own controllers."""
+    pki = lab.path("pki")
+    pki.mkdir(parents=True, exist_ok=True)
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", "ca.key",
+            "-out", "ca.crt", "-days", "3650", "-subj", "/CN=cluster-ops-lab-ca", cwd=pki)
+    openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key", cwd=pki)
+    openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+    certificate(pki, "apiserver", "/CN=kube-apiserver",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default.svc")
+    certificate(pki, "admin", "/O=system:masters/CN=lab-admin")
+    certificate(pki, "controller-manager", "/CN=system:kube-controller-manager")
+    certificate(pki, "scheduler", "/CN=system:kube-scheduler")
+    for key in pki.glob("*.key"):
+        key.chmod(0o600)
+
+
+def certificate(pki: Path, name: str, subject: str, extension: str = "") -> None:
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{name}.key",
+            "-out", f"{name}.csr", "-subj", subject, cwd=pki)
+    extra = ["-extfile", f"{name}.ext"] if extension else []
+    if extension:
+        (pki / f"{name}.ext").write_text(extension + "\n")
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", f"{name}.crt", "-days", "3650", *extra, cwd=pki)
+
+
+def write_kubeconfig(lab: Lab, name: str, user: dict[str, str]) -> Path:
+    """A kubeconfig for the lab's server (JSON is YAML) with ``user``'s credentials."""
+    config = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "lab",
+        "clusters": [{"name": "lab", "cluster": {"server": lab.server,
+                                                  "certificate-authority": str(lab.path("pki", "ca.crt"))}}],
+        "users": [{"name": name, "user": user}],
+        "contexts": [{"name": "lab", "context": {"cluster": "lab", "user": name}}],
+    }
+    path = lab.path(f"{name}.kubeconfig")
+    path.write_text(json.dumps(config, indent=2) + "\n")
+    path.chmod(0o600)
+    return path
+
+
+def client_kubeconfig(lab: Lab, name: str) -> Path:
+    return write_kubeconfig(lab, name, {"client-certificate": str(lab.path("pki", f"{name}.crt")),
+                                        "client-key": str(lab.path("pki", f"{name}.key"))})
+
+
+# --- the API, as the lab's administrator --------------------------------------------------------------------------
+
+
+def api(lab: Lab, method: str, path: str, body: object | None = None, ok: tuple[int, ...] = (200, 201)) -> dict:
+    context = ssl.create_default_context(cafile=str(lab.path("pki", "ca.crt")))
+    context.load_cert_chain(str(lab.path("pki", "admin.crt")), str(lab.path("pki", "admin.key")))
+    request = urllib.request.Request(lab.server + path, method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            return json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        if error.code in ok:
+            return json.loads(error.read() or b"{}")
+        raise
+
+
+def apply(lab: Lab, path: str, body: dict) -> None:
+    """Create ``body`` at ``path`` unless it exists (409)."""
+    api(lab, "POST", path, body, ok=(200, 201, 409))
+
+
+def set_up_console(lab: Lab) -> None:
+    """The tenants' namespaces, the console's ServiceAccount and least ClusterRole, and its kubeconfig."""
+    for namespace in (CONSOLE_NAMESPACE, *TENANTS):
+        apply(lab, "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    apply(lab, f"/api/v1/namespaces/{CONSOLE_NAMESPACE}/serviceaccounts", {"metadata": {"name": CONSOLE_ACCOUNT}})
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": CONSOLE_ACCOUNT}, "rules": CONSOLE_RULES}
+    api(lab, "POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", role, ok=(200, 201, 409))
+    apply(lab, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", {
+        "metadata": {"name": CONSOLE_ACCOUNT},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CONSOLE_ACCOUNT},
+        "subjects": [{"kind": "ServiceAccount", "name": CONSOLE_ACCOUNT, "namespace": CONSOLE_NAMESPACE}]})
+    token = api(lab, "POST", f"/api/v1/namespaces/{CONSOLE_NAMESPACE}/serviceaccounts/{CONSOLE_ACCOUNT}/token",
+                {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                 "spec": {"expirationSeconds": TOKEN_SECONDS}})["status"]["token"]
+    write_kubeconfig(lab, "console", {"token": token})
+
+
+# --- processes ---------------------------------------------------------------------------------------------------
+
+
+def start_process(lab: Lab, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
+    with open(lab.path("log", f"{name}.log"), "ab") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env=dict(os.environ, **(env or {})), cwd=lab.root)
+    lab.path("run", f"{name}.pid").write_text(f"{process.pid}\n")
+
+
+def running(lab: Lab, name: str) -> bool:
+    pid = read_pid(lab, name)
+    return pid is not None and Path(f"/proc/{pid}").exists() and not is_zombie(pid)
+
+
+def read_pid(lab: Lab, name: str) -> int | None:
+    try:
+        return int(lab.path("run", f"{name}.pid").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.settimeout(0.2)
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def wait_until(lab: Lab, ready, what: str, process: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            if ready():
+                return
+        except OSError:
+            pass
+        if not running(lab, process):
+            break
+        time.sleep(0.2)
+    log = lab.path("log", f"{process}.log")
+    tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+    raise SystemExit(f"Kubernetes lab: no {what} ({process} {'exited' if not running(lab, process) else 'is slow'})"
+                     f"\n{tail}")
+
+
+def server_ready(lab: Lab) -> bool:
+    try:
+        context = ssl.create_default_context(cafile=str(lab.path("pki", "ca.crt")))
+        with urllib.request.urlopen(lab.server + "/readyz", context=context, timeout=2) as response:
+            return response.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+# --- start and stop ----------------------------------------------------------------------------------------------
+
+
+def start(lab: Lab) -> None:
+    if running(lab, "kube-apiserver"):
+        print(f"# Kubernetes lab already running in {lab.root}", file=sys.stderr)
+        print_environment(lab)
+        return
+    for port in (lab.port, lab.etcd_port, lab.etcd_port + 1):
+        if port_open(port):
+            raise SystemExit(f"Kubernetes lab: port {port} is taken by another program; choose another K8S_LAB_PORT")
+    binaries = programs()
+    started = time.monotonic()
+    stop(lab, quiet=True)
+    shutil.rmtree(lab.root, ignore_errors=True)
+    for folder in ("log", "run", "etcd", "pods"):
+        lab.path(folder).mkdir(parents=True, exist_ok=True)
+    try:
+        start_everything(lab, binaries)
+    except BaseException:
+        stop(lab, quiet=True)
+        raise
+    print(f"# Kubernetes lab started in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    print_environment(lab)
+
+
+def start_everything(lab: Lab, binaries: dict[str, Path]) -> None:
+    make_certificates(lab)
+    pki = lab.path("pki")
+    start_process(lab, "etcd", [str(binaries["etcd"]), "--data-dir", str(lab.path("etcd")),
+                                "--listen-client-urls", f"http://127.0.0.1:{lab.etcd_port}",
+                                "--listen-peer-urls", f"http://127.0.0.1:{lab.etcd_port + 1}"])
+    wait_until(lab, lambda: port_open(lab.etcd_port), "etcd answering", "etcd")
+    start_process(lab, "kube-apiserver", [
+        str(binaries["kube-apiserver"]), f"--etcd-servers=http://127.0.0.1:{lab.etcd_port}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={lab.port}",
+        f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}", "--authorization-mode=Node,RBAC",
+        "--service-account-issuer=https://kubernetes.default.svc", f"--service-account-key-file={pki / 'sa.pub'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        f"--service-account-max-token-expiration={TOKEN_SECONDS}s",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--endpoint-reconciler-type=none",  # the advertised 127.0.0.1 is refused as an endpoint
+        "--event-ttl=24h",
+    ])
+    wait_until(lab, lambda: server_ready(lab), "API server ready", "kube-apiserver")
+    controller = client_kubeconfig(lab, "controller-manager")
+    start_process(lab, "kube-controller-manager", [
+        str(binaries["kube-controller-manager"]), f"--kubeconfig={controller}", "--leader-elect=false",
+        f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
+        "--use-service-account-credentials=true", "--secure-port=0", "--controllers=*",
+        "--node-monitor-grace-period=20s",  # a node that stops answering is NotReady within 20 s
+    ])
+    scheduler = client_kubeconfig(lab, "scheduler")
+    start_process(lab, "kube-scheduler", [str(binaries["kube-scheduler"]), f"--kubeconfig={scheduler}",
+                                          "--leader-elect=false", "--secure-port=0"])
+    client_kubeconfig(lab, "admin")
+    set_up_console(lab)
+    start_process(lab, "kubelet", [sys.executable, str(SOURCES / "kubelet.py"), str(lab.path("admin.kubeconfig")),
+                                   str(lab.path("pods"))])
+    wait_until(lab, lambda: nodes_ready(lab), "lab node Ready", "kubelet")
+    wait_until(lab, lambda: default_accounts(lab), "default ServiceAccounts", "kube-controller-manager")
+
+
+def nodes_ready(lab: Lab) -> bool:
+    nodes = api(lab, "GET", "/api/v1/nodes").get("items", [])
+    ready = [node for node in nodes if any(condition["type"] == "Ready" and condition["status"] == "True"
+                                           for condition in node.get("status", {}).get("conditions", []))]
+    return len(ready) >= len(NODES)
+
+
+def default_accounts(lab: Lab) -> bool:
+    """Pods are admitted in a namespace once its ``default`` ServiceAccount exists (the controller makes it)."""
+    return all(api(lab, "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default", ok=(200, 404)).get(
+        "metadata") for namespace in TENANTS)
+
+
+def stop(lab: Lab, quiet: bool = False) -> None:
+    """Stop what the lab started, the kubelet first (it stops its pods), etcd last."""
+    stopped = []
+    for name in ("kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+        pid = read_pid(lab, name)
+        if pid is None or not running(lab, name):
+            continue
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            continue
+        deadline = time.monotonic() + STOP_GRACE
+        while running(lab, name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if running(lab, name):
+            os.killpg(pid, signal.SIGKILL)
+        stopped.append(name)
+    if not quiet:
+        print(f"# Kubernetes lab stopped ({', '.join(stopped) or 'nothing was running'})", file=sys.stderr)
+
+
+def print_environment(lab: Lab) -> None:
+    for name, value in lab.environment().items():
+        print(f"export {name}={value}")
+
+
+def main(argv: list[str]) -> int:
+    command = argv[1] if len(argv) > 1 else "start"
+    lab = Lab.from_environment()
+    if command == "start":
+        start(lab)
+    elif command == "stop":
+        stop(lab)
+    elif command == "env":
+        print_environment(lab)
+    elif command == "build":
+        print(json.dumps({name: str(path) for name, path in programs().items()}))
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
