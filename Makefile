@@ -21,8 +21,8 @@ $(STAMP): requirements.txt
 	touch $@
 
 run: venv
-	@# On the Slurm lab, the example jobs (examples/elastic_train.py) run this venv's Python: they need PyTorch.
-	@if [ "$${CLUSTER_BACKEND:-}" = slurm ] && [ "$${SLURM_DEMO_JOBS:-0}" != 0 ]; then \
+	@# On a lab, the example jobs (examples/elastic_train.py) run this venv's Python: they need PyTorch.
+	@if [ "$${SLURM_DEMO_JOBS:-0}$${KUBERNETES_DEMO_JOBS:-0}" != 00 ]; then \
 	    $(BIN)/python -c 'import torch' 2>/dev/null || $(BIN)/pip install --quiet -r requirements-node.txt; fi
 	@# Refused beside a running instance before anything is set up.
 	@EMBEDDED_REDIS=$(EMBEDDED_REDIS) WEB_ADDRESS="$${WEB_ADDRESS:-127.0.0.1:8000}" $(MANAGE) process_config --check

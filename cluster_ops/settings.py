@@ -454,12 +454,15 @@ if any(not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", name) for name in SLURM_DEMO_
     SLURM_DEMO_OWNERS = []
 
 # Kubernetes (CLUSTER_BACKEND=kubernetes): the kubeconfig (empty: the pod's own ServiceAccount, in a cluster);
-# KUBERNETES_MODE observe: Kubernetes' scheduler decides, the console watches and changes nothing.
+# KUBERNETES_MODE schedule: the console decides and Kubernetes runs each job as a Job; observe: Kubernetes'
+# scheduler decides, the console watches and changes nothing.
 KUBECONFIG = envstr("KUBECONFIG", "")
-KUBERNETES_MODE = envstr("KUBERNETES_MODE", "observe").lower()
-if KUBERNETES_MODE not in {"observe"}:
-    CONFIGURATION_ERRORS.append(f"KUBERNETES_MODE={KUBERNETES_MODE!r}: expected observe")
-    KUBERNETES_MODE = "observe"
+KUBERNETES_MODE = envstr("KUBERNETES_MODE", "schedule").lower()
+if KUBERNETES_MODE not in {"schedule", "observe"}:
+    CONFIGURATION_ERRORS.append(f"KUBERNETES_MODE={KUBERNETES_MODE!r}: expected schedule or observe")
+    KUBERNETES_MODE = "schedule"
+KUBERNETES_JOB_IMAGE = envstr("KUBERNETES_JOB_IMAGE", "python:3.11-slim")  # the image a console job's pods run
+KUBERNETES_DEMO_JOBS = envint("KUBERNETES_DEMO_JOBS", 0)  # example jobs `make run` submits on an empty lab
 KUBERNETES_TIMEOUT_SECONDS = envint("KUBERNETES_TIMEOUT_SECONDS", 10, minimum=1, maximum=300)
 KUBERNETES_ROUND_SECONDS = envint("KUBERNETES_ROUND_SECONDS", 20, minimum=1, maximum=MAX_ROUND_SECONDS)
 

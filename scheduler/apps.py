@@ -8,6 +8,7 @@ BACKEND_MODULES = (
     "scheduler.backends.local.executor",
     "scheduler.backends.slurm.executor",
     "scheduler.backends.slurm.observer",
+    "scheduler.backends.kubernetes.executor",
     "scheduler.backends.kubernetes.observer",
 )
 

@@ -48,6 +48,7 @@ START_TIMEOUT = 90.0
 STOP_GRACE = 10.0
 CONSOLE_NAMESPACE = "cluster-ops"  # where the console's ServiceAccount lives
 CONSOLE_ACCOUNT = "cluster-ops-console"
+NOT_A_TENANT = "cluster-ops.io/tenant"  # a namespace labelled "false" is no tenant of the console (its own)
 TENANTS = ("research", "vision", "nlp")  # namespaces, as the Slurm lab's accounts
 # Two GPU types, two nodes each, as the Slurm lab; products as NVIDIA's GPU feature discovery names them.
 NODES = (("gpu01", "NVIDIA-A100-SXM4-40GB"), ("gpu02", "NVIDIA-A100-SXM4-40GB"),
@@ -55,11 +56,13 @@ NODES = (("gpu01", "NVIDIA-A100-SXM4-40GB"), ("gpu02", "NVIDIA-A100-SXM4-40GB"),
 GPUS_PER_NODE = 4
 TOKEN_SECONDS = 7 * 24 * 3600
 # What the console may do, and no more: read the cluster's nodes, namespaces, pods, events and Kueue's
-# workloads; keep its Jobs (create suspended, patch to suspend, resize and resume, delete on cancel).
+# workloads; keep its Jobs (create suspended, patch to suspend, resize and resume, delete on cancel) and the
+# headless Service that names each Job's pods (deleted with its Job, which owns it).
 CONSOLE_RULES = [
     {"apiGroups": [""], "resources": ["nodes", "namespaces", "pods", "events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"],
      "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+    {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create"]},  # a Job's pods' DNS names
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch"]},
 ]
 
@@ -87,7 +90,7 @@ class Lab:
 
     def environment(self) -> dict[str, str]:
         return {"KUBECONFIG": str(self.path("console.kubeconfig")), "CLUSTER_BACKEND": "kubernetes",
-                "K8S_LAB_ADMIN_KUBECONFIG": str(self.path("admin.kubeconfig"))}
+                "K8S_LAB_ADMIN_KUBECONFIG": str(self.path("admin.kubeconfig")), "KUBERNETES_DEMO_JOBS": "6"}
 
 
 # --- building Kubernetes' programs, once per machine -------------------------------------------------------------
@@ -227,7 +230,8 @@ def apply(lab: Lab, path: str, body: dict) -> None:
 
 def set_up_console(lab: Lab) -> None:
     """The tenants' namespaces, the console's ServiceAccount and least ClusterRole, and its kubeconfig."""
-    for namespace in (CONSOLE_NAMESPACE, *TENANTS):
+    apply(lab, "/api/v1/namespaces", {"metadata": {"name": CONSOLE_NAMESPACE, "labels": {NOT_A_TENANT: "false"}}})
+    for namespace in TENANTS:
         apply(lab, "/api/v1/namespaces", {"metadata": {"name": namespace}})
     apply(lab, f"/api/v1/namespaces/{CONSOLE_NAMESPACE}/serviceaccounts", {"metadata": {"name": CONSOLE_ACCOUNT}})
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

@@ -16,8 +16,9 @@ counter resets and staleness are what Prometheus recorded, not what the console 
   temperature; SM clock. A value that is not a finite, non-negative number within ``LIMITS`` is dropped, not
   stored: it is no reading.
 * **Jobs**: a sample carrying ``hpc_job`` (dcgm-exporter on a Slurm host) belongs to the console job with that
-  Slurm id; otherwise to the job the console's allocations put on the GPU at that time (``storage.ingest``).
-  Kubernetes' ``pod``/``namespace`` are not mapped: the console has no Kubernetes back-end.
+  Slurm id; one carrying ``namespace`` and ``pod`` (dcgm-exporter on a Kubernetes node) to the console job of that
+  Kubernetes Job or pod; otherwise to the job the console's allocations put on the GPU at that time
+  (``storage.ingest``).
 * **Events**: an XID series that turns to a new non-zero code is an XID event. A GPU whose series stopped while
   other GPUs of its node still report is **lost** (``collector.update_health``, as the NVML collector marks it),
   and marked degraded when its series come back. A node none of whose series arrived for ``STALE_SECONDS`` is
@@ -268,14 +269,23 @@ def _gather(result: list[dict[str, Any]], inventory: Inventory,
         found.matched.add(gpu)
         field_name, scale = SERIES[name]
         job = str(labels.get("hpc_job", ""))[:64] or None
+        pod = pod_of(labels)
         for stamp, value in _values(series.get("values") or []):
             scaled = value * scale
             if field_name == "xid":
                 xids.setdefault(gpu, []).append((stamp, scaled))
             elif scaled <= LIMITS[field_name]:  # above: no reading (a unit mix-up, a corrupt exporter)
-                _put(points.setdefault((gpu, stamp), {"job": job}), name, field_name, scaled)
+                _put(points.setdefault((gpu, stamp), {"job": job, "pod": pod}), name, field_name, scaled)
     found.unmatched = sorted(unmatched)[:MAX_LISTED]
     return points, xids
+
+
+def pod_of(labels: Mapping[str, str]) -> str | None:
+    """``"<namespace>/<pod>"`` of dcgm-exporter's Kubernetes labels; None without both (or names no API allows)."""
+    namespace, pod = str(labels.get("namespace", "")), str(labels.get("pod", ""))
+    if not namespace or not pod or len(namespace) > 63 or len(pod) > 253 or "/" in namespace + pod:
+        return None
+    return f"{namespace}/{pod}"
 
 
 def _put(reading: dict[str, Any], name: str, field_name: str, value: float) -> None:
@@ -308,7 +318,7 @@ def _readings(found: Pass, points: Points, inventory: Inventory, done: Mapping[i
             uuid=inventory.uuid[gpu], at=at, gpu_util=values.get("gpu_util"), mem_util=values.get("mem_util"),
             mem_used_mib=used, mem_total_mib=used + free if used is not None and free is not None else None,
             power_w=values.get("power_w"), energy_j=values.get("energy_j"), temperature_c=values.get("temperature_c"),
-            sm_clock_mhz=values.get("sm_clock_mhz"), cluster_job_id=values.get("job"),
+            sm_clock_mhz=values.get("sm_clock_mhz"), cluster_job_id=values.get("job"), cluster_pod=values.get("pod"),
         )
         found.latest[gpu] = reading
         if (found.read_at - at).total_seconds() <= STALE_SECONDS:

@@ -32,6 +32,9 @@ class GpuReading:
     # The cluster's id of the job running on it, where the source says (dcgm-exporter's ``hpc_job`` on Slurm hosts);
     # None: the job is the one the console's allocations put there.
     cluster_job_id: str | None = None
+    # The Kubernetes pod running on it, "<namespace>/<pod>", where the source says (dcgm-exporter's ``namespace``
+    # and ``pod`` on Kubernetes nodes): its job is the console's job of that Kubernetes Job or pod.
+    cluster_pod: str | None = None
 
 
 class EventKind(StrEnum):

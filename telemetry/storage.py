@@ -61,7 +61,7 @@ def ingest(readings: Sequence[GpuReading]) -> int:
         return 0
     with transaction.atomic():
         known = _known_gpus(readings)
-        named = _jobs_named(readings)
+        named = _jobs_named(readings) | _jobs_of_pods(readings)
         rows = [_sample_row(r, known[r.uuid], named) for r in readings if r.uuid in known]
         _insert_samples(rows)
     return len(rows)
@@ -73,6 +73,31 @@ def _jobs_named(readings: Sequence[GpuReading]) -> dict[str, int]:
     if not ids:
         return {}
     return dict(Job.objects.filter(cluster_job_id__in=ids).values_list("cluster_job_id", "pk"))
+
+
+def _jobs_of_pods(readings: Sequence[GpuReading]) -> dict[str, int]:
+    """``"<namespace>/<pod>"`` → console job, for the readings whose source named a Kubernetes pod: the job of that
+    namespace (its tenant) named as the pod's Job — a Job's pods are named ``<job>-…`` — or as the pod itself; the
+    longest such name wins, and of jobs of one name the latest. One query for every pod of the pass."""
+    wanted: dict[str, tuple[str, list[str]]] = {}
+    for key in {r.cluster_pod for r in readings if r.cluster_pod}:
+        namespace, _, pod = key.partition("/")
+        parts = pod.split("-")
+        wanted[key] = (namespace, ["-".join(parts[:end]) for end in range(len(parts), 0, -1)])  # longest first
+    if not wanted:
+        return {}
+    latest: dict[tuple[str, str], int] = {}
+    rows = Job.objects.filter(tenant__name__in={namespace for namespace, _ in wanted.values()},
+                              name__in={name for _, names in wanted.values() for name in names}).exclude(
+        cluster_job_id="").order_by("submitted_at").values_list("tenant__name", "name", "pk")
+    for namespace, name, pk in rows:
+        latest[(namespace, name)] = pk  # the latest submitted of that name stays
+    found = {}
+    for key, (namespace, names) in wanted.items():
+        match = next((latest[(namespace, name)] for name in names if (namespace, name) in latest), None)
+        if match is not None:
+            found[key] = match
+    return found
 
 
 def record_events(events: Sequence[GpuEventReading]) -> int:
@@ -207,7 +232,7 @@ def _job_at(gpu: _Known, at: datetime) -> int | None:
 
 
 def _sample_row(reading: GpuReading, gpu: _Known, named: dict[str, int]) -> tuple[object, ...]:
-    job_id = named.get(reading.cluster_job_id or "") or _job_at(gpu, reading.at)
+    job_id = named.get(reading.cluster_job_id or "") or named.get(reading.cluster_pod or "") or _job_at(gpu, reading.at)
     return (gpu.pk, reading.at, reading.simulated, job_id, *(getattr(reading, name) for name in METRICS))
 
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -21,6 +22,12 @@ from django.conf import settings
 
 _LOG_NAME = re.compile(r"gen(\d+)-rank(\d+)\.log")
 SLURM_LOG = "slurm.log"  # JOB_DIR/<job id>/logs/slurm.log: stdout and stderr of the job's Slurm batch script
+
+
+def job_tag(report_token: str) -> str:
+    """A job's tag: a hash of its secret, telling two jobs of one id apart (its folder, its Slurm comment, its
+    Kubernetes Job)."""
+    return hashlib.sha256(report_token.encode()).hexdigest()[:12]
 
 
 def job_dir(job_id: int) -> Path:

@@ -61,6 +61,7 @@ class ExecutorKind:
     LOCAL = "local"
     SLURM = "slurm"
     SLURM_OBSERVER = "slurm-observer"
+    KUBERNETES = "kubernetes"
     KUBERNETES_OBSERVER = "kubernetes-observer"
 
 

@@ -11,25 +11,18 @@ as those users.
 
 from __future__ import annotations
 
-import importlib.util
-import random
-import sys
 from datetime import datetime
-from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
 
 from scheduler.backends.cluster_nodes import sync_inventory
 from scheduler.backends.slurm.client import SlurmClient, SlurmRefused, connect
-from scheduler.jobs import verbs
+from scheduler.lab_examples import MissingTorch, submit_examples
 from scheduler.live.config import update_settings
-from scheduler.models import ExecutorKind, Job, Tenant
+from scheduler.models import ExecutorKind, Tenant
 
 POLICY = "sia-profiled"  # two GPU types, elastic jobs: what Sia is for
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "elastic_train.py"
-GLOBAL_BATCH = 64  # the example's default: its progress reports count samples, steps × this
 
 
 def seed_slurm(now: datetime) -> dict[str, int]:
@@ -43,7 +36,10 @@ def seed_slurm(now: datetime) -> dict[str, int]:
     observing = settings.SLURM_MODE == "observe"
     update_settings(executor=ExecutorKind.SLURM_OBSERVER if observing else ExecutorKind.SLURM,
                     policy=POLICY, round_seconds=settings.SLURM_ROUND_SECONDS)
-    jobs = 0 if observing else submit_examples(settings.SLURM_DEMO_JOBS, now, owners=demo_owners(client))
+    try:
+        jobs = 0 if observing else submit_examples(settings.SLURM_DEMO_JOBS, now, owners=demo_owners(client))
+    except MissingTorch as missing:
+        raise SlurmRefused(str(missing)) from None
     return {"nodes": sum(1 for node in nodes if node.gpus), "tenants": tenants, "jobs": jobs}
 
 
@@ -62,27 +58,3 @@ def demo_owners(client: SlurmClient) -> dict[str, list[User]]:
                 tenant.members.add(user)
                 owners.setdefault(account, []).append(user)
     return owners
-
-
-def submit_examples(count: int, now: datetime, seed: int = 0, owners: dict[str, list[User]] | None = None) -> int:
-    """``count`` elastic example jobs (1–4 GPUs, 40 s to 2 min of steps), once: none when jobs exist. Each is
-    owned by one of ``owners[tenant]`` in turn (none: the console's own Slurm user)."""
-    if count <= 0 or Job.objects.exists():
-        return 0
-    if importlib.util.find_spec("torch") is None:
-        raise SlurmRefused("the example jobs need PyTorch in this Python: .venv/bin/pip install -r "
-                           "requirements-node.txt (make run does it when SLURM_DEMO_JOBS is set)")
-    tenants = list(Tenant.objects.order_by("name").values_list("name", flat=True))
-    chance = random.Random(seed)
-    with transaction.atomic():
-        for number in range(count):
-            steps = chance.randrange(400, 1200, 100)
-            tenant = tenants[number % len(tenants)]
-            candidates: list[User | None] = [*(owners or {}).get(tenant, [])] or [None]
-            verbs.submit_job(
-                tenant=tenant, owner=candidates[number // len(tenants) % len(candidates)],
-                name=f"example-{number + 1}", workload_profile="cifar10",
-                total_work=steps * GLOBAL_BATCH, min_gpus=1, max_gpus=4, submitted_at=now,
-                command=f"{sys.executable} {EXAMPLE} --steps {steps} --step-seconds 0.1 --report-every 20",
-            )
-    return count

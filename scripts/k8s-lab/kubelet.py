@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -148,6 +149,8 @@ class Kubelet:
                                                       field_selector="spec.nodeName!=", resource_version=version,
                                                       timeout_seconds=30, allow_watch_bookmarks=True):
                         pod = event["object"]
+                        if event["type"] == "ERROR" or not isinstance(pod, client.V1Pod):
+                            raise ApiException(status=410)  # expired: list again
                         version = pod.metadata.resource_version
                         if event["type"] == "BOOKMARK" or pod.spec is None or pod.spec.node_name not in ours:
                             continue
@@ -161,7 +164,7 @@ class Kubelet:
                     log.warning("watching pods: %s", error.reason)
                     time.sleep(1)
             except Exception as error:  # a broken stream: list again
-                log.warning("watching pods: %s", type(error).__name__)
+                log.warning("watching pods: %s: %s", type(error).__name__, error)
                 time.sleep(1)
 
     def tick(self) -> None:
@@ -212,9 +215,14 @@ class Kubelet:
     @staticmethod
     def _value(pod: client.V1Pod, variable: client.V1EnvVar) -> str:
         if variable.value is not None:
-            return variable.value
+            # The lab has no cluster DNS: every pod runs on this host, so a service's name is this host.
+            return "127.0.0.1" if re.fullmatch(r"[a-z0-9.-]+\.svc(\.cluster\.local)?", variable.value) else \
+                variable.value
         path = variable.value_from.field_ref.field_path if variable.value_from and variable.value_from.field_ref \
             else ""
+        annotation = re.fullmatch(r"metadata\.annotations\['([^']+)'\]", path)
+        if annotation:
+            return (pod.metadata.annotations or {}).get(annotation.group(1), "")
         return {"metadata.name": pod.metadata.name, "metadata.namespace": pod.metadata.namespace,
                 "spec.nodeName": pod.spec.node_name, "metadata.uid": pod.metadata.uid}.get(path, "")
 

@@ -9,7 +9,7 @@ leaves the lab as it found it: its Jobs and pods deleted, its nodes back in serv
 from __future__ import annotations
 
 import importlib.util
-import shutil
+import os
 import sys
 import tempfile
 import time
@@ -26,7 +26,8 @@ from scheduler.models import ExecutorKind
 from tests import prerequisites
 
 REPO = Path(__file__).resolve().parents[2]
-LAB_PORT = 26443  # away from `make k8s-lab`'s 16443, so a lab an operator runs is left alone
+# Away from `make k8s-lab`'s 16443, so a lab an operator runs is left alone; another checkout's suite may pick its own.
+LAB_PORT = int(os.environ.get("K8S_TEST_LAB_PORT") or 26443)
 pytestmark = pytest.mark.needs("kubernetes")
 
 
@@ -80,11 +81,13 @@ class RunningLab:
                                  for namespace in self.module.TENANTS), "every pod gone", timeout=60)
 
 
-def wait_for(condition: Callable[[], object], what: str, timeout: float = 60.0) -> None:
+def wait_for(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    """``condition()``'s first true value, asked every quarter second."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if condition():
-            return
+        value = condition()
+        if value:
+            return value
         time.sleep(0.25)
     raise AssertionError(f"no {what} within {timeout:g} s")
 
@@ -93,9 +96,8 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float = 60.0) 
 def k8s_lab() -> Iterator[RunningLab]:
     prerequisites.require("kubernetes")
     module = _lab_module()
-    root = Path(tempfile.gettempdir()) / f"cluster-ops-k8s-lab-{LAB_PORT}"
-    shutil.rmtree(root, ignore_errors=True)
-    lab = module.Lab(root, LAB_PORT)
+    # The lab empties its folder once it has checked that no lab runs there (ports free).
+    lab = module.Lab(Path(tempfile.gettempdir()) / f"cluster-ops-k8s-lab-{LAB_PORT}", LAB_PORT)
     module.start(lab)
     try:
         yield RunningLab(module, lab)

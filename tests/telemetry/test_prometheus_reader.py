@@ -114,3 +114,31 @@ def test_a_sample_labelled_with_a_slurm_job_belongs_to_that_job(fake_api: type[A
     prometheus.collect(NOW)
 
     assert list(GpuSample.objects.values_list("job_id", "gpu_util")) == [(job.pk, 90.0)]
+
+
+def on_gpu(index: int) -> dict[str, str]:
+    return {"Hostname": "gpu01", "gpu": str(index), "UUID": f"k8s-gpu01-{index}"}
+
+
+def test_a_sample_labelled_with_a_kubernetes_pod_belongs_to_the_job_of_that_pod(fake_api: type[Answer],
+                                                                                 tenant: Any) -> None:
+    inventory.register_node("gpu01", [inventory.GpuSpec(i, f"k8s-gpu01-{i}", "NVIDIA-A100-SXM4-40GB", 40960, 400)
+                                      for i in range(3)])
+    mirrored = {}
+    for name in ("train", "train-big", "lone-pod"):  # as the Kubernetes observer mirrors them: a Job's uid each
+        job = verbs.submit_job(tenant=tenant, name=name, workload_profile="cifar10", total_work=1)
+        Job.objects.filter(pk=job.pk).update(cluster_job_id=f"uid-{name}")
+        mirrored[name] = job.pk
+    namespace = tenant.name
+    fake_api.status, fake_api.body = 200, matrix(
+        series("DCGM_FI_DEV_GPU_UTIL", [[NOW.timestamp() - 5, "91"]], **on_gpu(0), namespace=namespace,
+               pod="train-big-0-x7k2p"),  # an Indexed Job's pod: the longest Job name that prefixes it
+        series("DCGM_FI_DEV_GPU_UTIL", [[NOW.timestamp() - 5, "92"]], **on_gpu(1), namespace=namespace,
+               pod="lone-pod"),
+        series("DCGM_FI_DEV_GPU_UTIL", [[NOW.timestamp() - 5, "93"]], **on_gpu(2), namespace="elsewhere",
+               pod="train-abcde"))  # another namespace: not this tenant's job
+
+    prometheus.collect(NOW)
+
+    assert sorted(GpuSample.objects.values_list("gpu_util", "job_id")) == [
+        (91.0, mirrored["train-big"]), (92.0, mirrored["lone-pod"]), (93.0, None)]

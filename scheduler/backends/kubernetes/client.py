@@ -105,12 +105,16 @@ def refusal(error: ApiException, verb: str, resource: str) -> KubernetesError:
 
 
 def _message(error: ApiException) -> str:
-    """The API's own message of a refusal (a ``Status`` object's ``message``), bounded; never the raw body."""
+    """The API's own words of a refusal — a ``Status``'s causes (field: why), else its message — bounded; never the
+    raw body."""
     try:
-        message = json.loads(error.body or "{}").get("message")
+        status = json.loads(error.body or "{}")
+        causes = [f"{cause.get('field') or ''}: {cause.get('message') or ''}".strip(": ")
+                  for cause in (status.get("details") or {}).get("causes") or [] if isinstance(cause, dict)]
+        message = "; ".join(cause[:200] for cause in causes) or status.get("message")
     except (ValueError, AttributeError):
         message = None
-    return str(message or error.reason or "refused")[:300]
+    return str(message or error.reason or "refused")[:400]
 
 
 def connect(kubeconfig: str | None = None) -> Kube:

@@ -3,7 +3,6 @@ accounting; the errors every Slurm call raises; the parsing of Slurm's own notat
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from scheduler.backends import ClusterUnavailable
+from scheduler.backends.files import job_tag
 
 # Slurm jobs the console submitted carry "cluster-ops:<job id>:<tag>" as comment (``job_comment``).
 COMMENT_PREFIX = "cluster-ops:"
@@ -130,11 +130,6 @@ def job_comment(job_id: int, report_token: str) -> str:
     """The comment that ties a Slurm job to one console job: its id and a tag from a hash of the job's secret, so
     that a console job id seen again (another console database, a reset one) never claims another's Slurm jobs."""
     return f"{COMMENT_PREFIX}{job_id}:{job_tag(report_token)}"
-
-
-def job_tag(report_token: str) -> str:
-    """A job's tag: a hash of its secret, telling two jobs of one id apart (its Slurm comment, its folder)."""
-    return hashlib.sha256(report_token.encode()).hexdigest()[:12]
 
 
 def comment_job_id(comment: str) -> int | None:

@@ -26,10 +26,11 @@ class Command(BaseCommand):
             return
         if settings.CLUSTER_BACKEND == "kubernetes":
             try:
-                added = seed_kubernetes()
+                added = seed_kubernetes(timezone.now())
             except KubernetesError as error:
                 raise CommandError(f"CLUSTER_BACKEND=kubernetes: {error}") from None
-            self.stdout.write(f"Kubernetes cluster: {added['nodes']} node(s), {added['tenants']} tenant(s) added")
+            self.stdout.write(f"Kubernetes cluster: {added['nodes']} node(s), {added['tenants']} tenant(s) added, "
+                              f"{added['jobs']} example job(s) submitted")
             return
         added = seed_demo(settings.TRACES_DIR, timezone.now(), seed=int(options["seed"]))  # type: ignore[call-overload]
         self.stdout.write(

@@ -1,0 +1,483 @@
+"""The console schedules, Kubernetes executes: each console job is one ``batch/v1`` Job, suspended while it waits.
+
+A waiting console job becomes, from the round after its submission, a suspended Indexed Job in its tenant's
+namespace, so ``kubectl get jobs`` shows the console's queue, with the console's reason as the annotation
+``cluster-ops.io/reason``. A placement makes it one pod per decided node — each asking ``nvidia.com/gpu`` for its
+share, pinned to its node by node affinity, one per node by anti-affinity — and resumes it. A resize or a move to
+other nodes suspends it (the Job controller deletes its pods gracefully: SIGTERM, the job checkpoints), waits until
+its pods are gone, patches the nodes, the count and the GPUs per pod (Kubernetes lets a suspended Job change them)
+and resumes it; a preemption suspends it; a cancel deletes it. GPUs are asked for per pod, one count for every
+node: placement spreads a job evenly (``even_spread``).
+
+Every Job carries the console's job id and a tag from a hash of the job's secret (labels), and its name holds the
+tag, so a console job id seen again (another database, a reset one) never claims another's Job. Every call has a
+timeout; the API server away skips the round (``KubernetesUnavailable``), nothing written. A Job deleted outside
+the console ends its job as failed and the round says so; never recreated behind an operator's back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from scheduler.backends import (
+    Launch,
+    acknowledge,
+    charge_gpu_time,
+    finish_jobs,
+    measure_restart,
+    refuse_scripts,
+    register_backend,
+)
+from scheduler.backends.cluster_nodes import sync_inventory
+from scheduler.backends.files import checkpoint_dir, claim_job_dir, job_tag
+from scheduler.backends.kubernetes.client import (
+    Kube,
+    KubernetesError,
+    KubernetesRefused,
+    KubernetesUnavailable,
+    connect,
+)
+from scheduler.backends.kubernetes.records import GPU, OWNER_LABEL, node_record, pod_gpus, time_of
+from scheduler.core.types import ClusterSnapshot
+from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Job, JobState
+
+logger = logging.getLogger(__name__)
+
+JOB_LABEL, TAG_LABEL = "cluster-ops.io/job", "cluster-ops.io/tag"
+REASON_ANNOTATION = "cluster-ops.io/reason"
+WORLD_ANNOTATION = "cluster-ops.io/world-size"  # on its pods: how many there are (WORLD_SIZE)
+QUEUE_CREATES = 100  # suspended Jobs made for waiting console jobs per round (the rest the next rounds)
+SUSPEND_WAIT_SECONDS = 60.0  # in all, per round, for suspended Jobs' pods to leave before they are placed anew
+MASTER_PORT_BASE = 29_500
+
+
+def job_name(job: Job) -> str:
+    """Its Job's name: the console id and the tag, so another job of the same id never has the same name."""
+    return f"cluster-ops-{job.pk}-{job_tag(job.report_token)}"
+
+
+def waiting_reason(job: Job) -> str:
+    return " ".join(f"Cluster Ops: {job.pending_reason or 'queued'}".split())[:200]
+
+
+@dataclass(frozen=True)
+class Placement:
+    nodes: tuple[str, ...]  # rank order
+    per_node: int
+
+    @classmethod
+    def of(cls, launch: Launch) -> Placement:
+        counts = Counter(gpu.hostname for gpu in launch.gpus)
+        return cls(tuple(launch.hosts), min(counts.values()))
+
+
+def manifest(job: Job, placement: Placement | None, suspend: bool) -> dict[str, Any]:
+    """The Job for ``job``: ``placement``'s pods (none yet: one pod of its smallest size, suspended)."""
+    name, tag = job_name(job), job_tag(job.report_token)
+    labels = {JOB_LABEL: str(job.pk), TAG_LABEL: tag}
+    owner = _label_value(job.owner.username if job.owner else "")
+    if owner:
+        labels[OWNER_LABEL] = owner
+    pods = len(placement.nodes) if placement else 1
+    return {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": job.tenant.name, "labels": labels,
+                     "annotations": {REASON_ANNOTATION: waiting_reason(job) if suspend else ""}},
+        "spec": {
+            "suspend": suspend, "completionMode": "Indexed", "completions": pods, "parallelism": pods,
+            "backoffLimit": 0, "podReplacementPolicy": "Failed",
+            "template": {"metadata": {"labels": labels, "annotations": {WORLD_ANNOTATION: str(pods)}},
+                         "spec": _pod_spec(job, placement, name)},
+        },
+    }
+
+
+def _pod_spec(job: Job, placement: Placement | None, name: str) -> dict[str, Any]:
+    per_node = placement.per_node if placement else max(job.min_gpus, 1)
+    environment = {
+        "CLUSTER_OPS_JOB_ID": str(job.pk), "CHECKPOINT_DIR": str(checkpoint_dir(job.pk)),
+        "CLUSTER_OPS_REPORT_URL": f"{settings.PUBLIC_URL}/api/jobs/{job.pk}/report/",
+        "CLUSTER_OPS_REPORT_TOKEN": job.report_token,
+        # Rank 0's pod by its DNS name (the Job's headless subdomain); each job its own port.
+        "MASTER_ADDR": f"{name}-0.{name}.{job.tenant.name}.svc", "MASTER_PORT": str(MASTER_PORT_BASE + job.pk % 10_000),
+    }
+    env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in environment.items()]
+    # From the pod's annotations: a suspended Job's containers cannot change, its pods' annotations can.
+    for variable, annotation in (("RANK", "batch.kubernetes.io/job-completion-index"),
+                                 ("WORLD_SIZE", WORLD_ANNOTATION), ("NNODES", WORLD_ANNOTATION)):
+        field_path = f"metadata.annotations['{annotation}']"
+        env.append({"name": variable, "valueFrom": {"fieldRef": {"fieldPath": field_path}}})
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never", "subdomain": name,
+        "terminationGracePeriodSeconds": settings.STOP_GRACE_SECONDS,
+        "containers": [{"name": "train", "image": settings.KUBERNETES_JOB_IMAGE,
+                        "command": ["/bin/bash", "-c", f"exec {job.command}"], "env": env,
+                        "resources": {"limits": {GPU: per_node}}}],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {JOB_LABEL: str(job.pk)}}, "topologyKey": "kubernetes.io/hostname"}]}},
+    }
+    if placement:
+        spec["affinity"]["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                   "values": list(placement.nodes)}]}]}}
+    return spec
+
+
+def _label_value(text: str) -> str:
+    """A label value from ``text``: up to 63 letters, digits, ``-_.``, starting and ending alphanumeric."""
+    kept = "".join(character if character.isalnum() or character in "-_." else "-" for character in text)[:63]
+    return kept.strip("-_.")
+
+
+@dataclass
+class KubeJob:
+    """One of the console's Jobs as the API has it, with its pods."""
+
+    raw: Mapping[str, Any]
+    pods: list[Mapping[str, Any]]
+
+    @property
+    def uid(self) -> str:
+        return str(self.raw["metadata"]["uid"])
+
+    @property
+    def name(self) -> str:
+        return str(self.raw["metadata"]["name"])
+
+    @property
+    def suspended(self) -> bool:
+        return bool((self.raw.get("spec") or {}).get("suspend"))
+
+    def condition(self, kind: str) -> Mapping[str, Any] | None:
+        return next((condition for condition in (self.raw.get("status") or {}).get("conditions") or []
+                     if condition.get("type") == kind and condition.get("status") == "True"), None)
+
+    def running_pods(self) -> list[Mapping[str, Any]]:
+        return [pod for pod in self.pods if (pod.get("status") or {}).get("phase") == "Running"
+                and not (pod.get("metadata") or {}).get("deletionTimestamp")]
+
+    def placement(self) -> Placement:
+        """Where its pods run now, in rank order."""
+        running = sorted(self.running_pods(), key=_index)
+        per_node = pod_gpus(running[0].get("spec") or {}) if running else 0
+        return Placement(tuple(str((pod.get("spec") or {}).get("nodeName") or "") for pod in running), per_node)
+
+
+def _index(pod: Mapping[str, Any]) -> int:
+    value = ((pod.get("metadata") or {}).get("annotations") or {}).get("batch.kubernetes.io/job-completion-index")
+    return int(str(value)) if str(value).isdigit() else 0
+
+
+def _started(pod: Mapping[str, Any]) -> datetime | None:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = status.get("state") or {}
+        moment = time_of((state.get("running") or state.get("terminated") or {}).get("startedAt"))
+        if moment:
+            return moment
+    return time_of((pod.get("status") or {}).get("startTime"))
+
+
+@dataclass
+class KubernetesExecutor:
+    """The round's executor on a Kubernetes cluster (``SchedulerSettings.executor == "kubernetes"``)."""
+
+    name: ClassVar[str] = "kubernetes"
+    decides: ClassVar[bool] = True
+    kube: Kube | None = None
+    notes: list[str] = field(default_factory=list)
+    measured_restarts: list[float] = field(default_factory=list)
+    jobs: dict[int, KubeJob] = field(default_factory=dict)  # console job id → its Job
+
+    # --- read ------------------------------------------------------------------------------------------------
+
+    def refresh_inventory(self, now: datetime) -> None:
+        self.kube = self.kube or connect()
+        nodes = [node_record(raw) for raw in self.kube.list_all("list", "nodes", self.kube.core.list_node)]
+        self.jobs = self._read_jobs(self.kube)
+        self.notes += sync_inventory("k8s", [node for node in nodes if node.gpus > 0 and node.name]).notes()
+
+    def _read_jobs(self, kube: Kube) -> dict[int, KubeJob]:
+        """The console's Jobs, each claimed only by the console job whose id and tag it carries."""
+        raws = list(kube.list_all("list", "jobs", kube.batch.list_job_for_all_namespaces, label_selector=JOB_LABEL))
+        pods: dict[str, list[Mapping[str, Any]]] = {}
+        for pod in kube.list_all("list", "pods", kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL):
+            owner = next((ref for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
+                          if ref.get("kind") == "Job"), None)
+            if owner:
+                pods.setdefault(str(owner.get("uid")), []).append(pod)
+        labelled = {raw["metadata"]["uid"]: raw for raw in raws}
+        ids = {int(value) for raw in raws if (value := raw["metadata"].get("labels", {}).get(JOB_LABEL, "")).isdigit()}
+        tags = {pk: job_tag(token) for pk, token in Job.objects.filter(pk__in=ids).values_list("pk", "report_token")}
+        found: dict[int, KubeJob] = {}
+        for uid, raw in labelled.items():
+            labels = raw["metadata"].get("labels") or {}
+            pk = int(labels[JOB_LABEL]) if str(labels.get(JOB_LABEL, "")).isdigit() else None
+            if pk is not None and tags.get(pk) == labels.get(TAG_LABEL):
+                found[pk] = KubeJob(raw, pods.get(uid, []))
+            elif not (raw.get("status") or {}).get("completionTime"):
+                self.notes.append(f"Kubernetes Job {raw['metadata'].get('namespace')}/{raw['metadata']['name']} says "
+                                  f"it runs console job {labels.get(JOB_LABEL)}, which does not know it: left alone")
+        return found
+
+    # --- observe ---------------------------------------------------------------------------------------------
+
+    def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
+        finished: list[tuple[Job, str, str, datetime]] = []
+        with transaction.atomic():
+            jobs = list(Job.objects.select_for_update().filter(state__in=ACTIVE_STATES))
+            for job in jobs:
+                ending = self._observe_one(job, now)
+                if ending is not None:
+                    finished.append((job, *ending))
+            Job.objects.bulk_update([job for job in jobs if job not in {row[0] for row in finished}],
+                                    ["attained_gpu_seconds", "accounted_at", "state"])
+            for job, state, reason, at in finished:
+                finish_jobs([job], {job.pk: at}, state, reason)
+                if state == JobState.FAILED:
+                    Job.objects.filter(pk=job.pk).update(error=reason[:2000])
+        self._queue_in_kubernetes(now)
+        return snap
+
+    def _observe_one(self, job: Job, now: datetime) -> tuple[str, str, datetime] | None:
+        """Bring one active job up to date; (state, reason, when) when it ended."""
+        kube_job = self.jobs.get(job.pk)
+        if kube_job is None:
+            if job.cluster_job_id:  # it had a Job, which is gone: deleted outside the console
+                self.notes.append(f"job {job.pk}: its Kubernetes Job was deleted outside the console")
+                return JobState.FAILED, "its Kubernetes Job was deleted outside the console", now
+            return None
+        if job.cluster_job_id != kube_job.uid:
+            Job.objects.filter(pk=job.pk).update(cluster_job_id=kube_job.uid)
+            job.cluster_job_id = kube_job.uid
+        self._charge(job, kube_job, now)
+        if kube_job.condition("Complete"):
+            return JobState.SUCCEEDED, "finished: its Kubernetes Job completed", _ended(kube_job, now)
+        failed = kube_job.condition("Failed")
+        if failed:
+            why = f"Kubernetes failed it: {failed.get('reason') or ''} {failed.get('message') or ''}".strip()
+            return JobState.FAILED, why[:500], _ended(kube_job, now)
+        running = kube_job.running_pods()
+        if running and job.state == JobState.RESCALING and not kube_job.suspended:
+            job.state = JobState.RUNNING
+            since = max(moment for pod in running if (moment := _started(pod))) if running else now
+            delay = measure_restart(job.pk, since)
+            if delay is not None:
+                self.measured_restarts.append(delay)
+        return None
+
+    def _charge(self, job: Job, kube_job: KubeJob, now: datetime) -> None:
+        """Each running pod's GPUs × the time it ran since the job was last counted (pods that started since: from
+        their start)."""
+        since = job.accounted_at
+        for pod in kube_job.running_pods():
+            started = _started(pod)
+            if started is None:
+                continue
+            job.accounted_at = max(since, started) if since else started
+            charge_gpu_time(job, pod_gpus(pod.get("spec") or {}), now)
+        job.accounted_at = now
+
+    def _queue_in_kubernetes(self, now: datetime) -> None:
+        """Waiting console jobs as suspended Jobs (``QUEUE_CREATES`` a round), their reasons kept up to date."""
+        assert self.kube is not None
+        kube = self.kube
+        waiting = Job.objects.select_related("tenant", "owner").filter(state=JobState.PENDING).order_by(
+            "submitted_at", "pk")
+        made = 0
+        for job in waiting.iterator():
+            kube_job = self.jobs.get(job.pk)
+            if kube_job is None and made < QUEUE_CREATES:
+                made += 1
+                self._guarded(job, now, partial(self._create, kube, job, None, suspend=True))
+            elif kube_job is not None and kube_job.suspended and ((kube_job.raw["metadata"].get("annotations") or {})
+                                                                   .get(REASON_ANNOTATION) != waiting_reason(job)):
+                self._guarded(job, now, partial(self._patch, kube, job, kube_job, {
+                    "metadata": {"annotations": {REASON_ANNOTATION: waiting_reason(job)}}}))
+
+    # --- launch ----------------------------------------------------------------------------------------------
+
+    def launch(self, launches: Sequence[Launch], now: datetime) -> None:
+        """Carry every launch out; Jobs that must leave their nodes are suspended together and waited for together
+        (``SUSPEND_WAIT_SECONDS`` in all)."""
+        if not launches:
+            return
+        kube = self.kube or connect()
+        jobs = Job.objects.select_related("tenant", "owner").in_bulk([launch.job_id for launch in launches])
+        moving: list[tuple[Launch, Job, KubeJob]] = []
+        for launch in launches:
+            job = jobs.get(launch.job_id)
+            if job is None:
+                acknowledge([launch])
+                continue
+            outcome = self._guarded(job, now, partial(self._carry_out, kube, launch, job))
+            if outcome is None:
+                return  # the API did not answer: what is not acknowledged is resent by the next round
+            if isinstance(outcome, KubeJob):
+                moving.append((launch, job, outcome))
+            elif outcome:
+                acknowledge([launch])
+        gone = self._wait_until_off_their_nodes(kube, [kube_job for _, _, kube_job in moving])
+        for launch, job, kube_job in moving:
+            if kube_job.uid in gone and self._guarded(job, now, partial(self._place, kube, job, kube_job,
+                                                                        Placement.of(launch))):
+                acknowledge([launch])
+
+    def _carry_out(self, kube: Kube, launch: Launch, job: Job) -> bool | KubeJob:
+        """Make the cluster match ``launch``: True when done, False to try again, the Job when it was suspended and
+        is to be placed once its pods are gone."""
+        kube_job = self.jobs.get(job.pk)
+        if not launch.gpus:
+            return self._stop(kube, job, kube_job)
+        placement = Placement.of(launch)
+        if kube_job is None:
+            self._create(kube, job, placement, suspend=False)
+            return True
+        if not kube_job.suspended:
+            if kube_job.placement() == placement:
+                return True  # already where it should be
+            self._patch(kube, job, kube_job, {"spec": {"suspend": True}})
+            return kube_job
+        if any((pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for pod in kube_job.pods):
+            return kube_job  # suspended, its pods still leaving
+        self._place(kube, job, kube_job, placement)
+        return True
+
+    def _stop(self, kube: Kube, job: Job, kube_job: KubeJob | None) -> bool:
+        """A job given no GPUs: its Job deleted when the console ended it (its pods stopped gracefully), else
+        suspended (preempted: it checkpoints and waits)."""
+        if kube_job is None:
+            return True
+        if job.state in FINISHED_STATES:
+            kube.call("delete", "jobs", kube.batch.delete_namespaced_job, kube_job.name, job.tenant.name,
+                      propagation_policy="Background")
+        elif not kube_job.suspended:
+            self._patch(kube, job, kube_job, {"spec": {"suspend": True},
+                                              "metadata": {"annotations": {REASON_ANNOTATION: waiting_reason(job)}}})
+        return True
+
+    def _create(self, kube: Kube, job: Job, placement: Placement | None, suspend: bool) -> bool:
+        """Its Job, and its folder under ``JOB_DIR`` (which the nodes share: its checkpoints live there)."""
+        claim_job_dir(job.pk, job_tag(job.report_token))
+        checkpoint_dir(job.pk).mkdir(parents=True, exist_ok=True)
+        body = manifest(job, placement, suspend)
+        try:
+            made = kube.call("create", "jobs", kube.batch.create_namespaced_job, job.tenant.name, body)
+        except KubernetesRefused as refused:
+            if refused.status != 409:
+                raise
+            self.notes.append(f"job {job.pk}: a Job named {job_name(job)} exists already; the next round reads it")
+            return False
+        Job.objects.filter(pk=job.pk).update(cluster_job_id=made.metadata.uid)
+        job.cluster_job_id = made.metadata.uid
+        self.jobs[job.pk] = KubeJob(kube.api.sanitize_for_serialization(made), [])  # this round's launches see it
+        self._rendezvous(kube, job, made.metadata.uid)
+        return True
+
+    def _rendezvous(self, kube: Kube, job: Job, uid: str) -> None:
+        """The headless Service that gives the Job's pods their DNS names (``MASTER_ADDR``: rank 0's), owned by
+        the Job, so that deleting the Job deletes it."""
+        name = job_name(job)
+        service = {"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": name, "labels": {JOB_LABEL: str(job.pk)}, "ownerReferences": [
+                       {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": uid}]},
+                   "spec": {"clusterIP": "None", "selector": {JOB_LABEL: str(job.pk)}}}
+        try:
+            kube.call("create", "services", kube.core.create_namespaced_service, job.tenant.name, service)
+        except KubernetesRefused as refused:
+            if refused.status != 409:
+                raise
+
+    def _place(self, kube: Kube, job: Job, kube_job: KubeJob, placement: Placement) -> bool:
+        """A suspended Job, off its nodes: given ``placement`` and resumed."""
+        spec = manifest(job, placement, suspend=False)["spec"]
+        template = spec["template"]
+        patch = {"metadata": {"annotations": {REASON_ANNOTATION: ""}},
+                 "spec": {"completions": spec["completions"], "parallelism": spec["parallelism"],
+                          "template": {"metadata": {"annotations": template["metadata"]["annotations"]},
+                                       "spec": {"affinity": template["spec"]["affinity"], "containers": [
+                                           {"name": container["name"], "resources": container["resources"]}
+                                           for container in template["spec"]["containers"]]}}}}
+        self._patch(kube, job, kube_job, patch)
+        self._patch(kube, job, kube_job, {"spec": {"suspend": False}})
+        return True
+
+    def _patch(self, kube: Kube, job: Job, kube_job: KubeJob, patch: dict[str, Any]) -> bool:
+        kube.call("patch", "jobs", kube.batch.patch_namespaced_job, kube_job.name, job.tenant.name, patch)
+        return True
+
+    def _wait_until_off_their_nodes(self, kube: Kube, kube_jobs: list[KubeJob]) -> set[str]:
+        """Wait (``SUSPEND_WAIT_SECONDS`` in all) until suspended Jobs have no pod left running; their uids."""
+        wanted = {kube_job.uid for kube_job in kube_jobs}
+        gone: set[str] = set()
+        deadline = time.monotonic() + SUSPEND_WAIT_SECONDS
+        while wanted - gone and time.monotonic() < deadline:
+            busy = set()
+            for pod in kube.list_all("list", "pods", kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL):
+                owner = next((ref.get("uid") for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
+                              if ref.get("kind") == "Job"), None)
+                if owner in wanted and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                    busy.add(owner)
+            gone = wanted - busy
+            if gone != wanted:
+                time.sleep(0.25)
+        return gone
+
+    def _guarded(self, job: Job, now: datetime, step: Callable[[], Any]) -> Any:
+        """``step()``, with the API's answers turned into the round's: None when it did not answer, False when it
+        refused (a Job it refuses outright fails its console job with the reason)."""
+        try:
+            return step()
+        except KubernetesUnavailable as error:
+            self.notes.append(f"Kubernetes did not answer while launching job {job.pk}: {error}")
+            return None
+        except OSError as error:  # its folder under JOB_DIR cannot be made: tried again next round
+            self.notes.append(f"job {job.pk}: its folder under JOB_DIR cannot be prepared ({error.strerror})")
+            return False
+        except KubernetesRefused as error:
+            self.notes.append(f"job {job.pk}: {error}")
+            if job.cluster_job_id or error.status == 403:
+                return False
+            with transaction.atomic():  # the cluster refused the job itself: it cannot run, say why
+                locked = Job.objects.select_for_update().get(pk=job.pk)
+                finish_jobs([locked], {locked.pk: now}, JobState.FAILED, f"Kubernetes refused it: {error}")
+                Job.objects.filter(pk=job.pk).update(error=str(error)[:2000])
+            return True
+
+
+def _ended(kube_job: KubeJob, now: datetime) -> datetime:
+    return time_of((kube_job.raw.get("status") or {}).get("completionTime")) or now
+
+
+def check_job(job: Job) -> None:
+    """A new job on Kubernetes: no batch script, and a tenant whose namespace the cluster has (with the cluster
+    away, accepted: the round that creates its Job says what the cluster thinks)."""
+    refuse_scripts(job)
+    if not job.command:
+        raise ValidationError({"command": "On Kubernetes a job runs its command; give one."})
+    try:
+        kube = connect()
+        kube.call("get", "namespaces", kube.core.read_namespace, job.tenant.name)
+    except KubernetesRefused as refused:
+        if refused.status == 404:
+            raise ValidationError({"tenant": f"Kubernetes has no namespace {job.tenant.name!r} for this tenant."}) \
+                from None
+        if refused.status != 403:
+            raise ValidationError({"tenant": str(refused)}) from None
+    except KubernetesError:
+        return
+
+
+register_backend("kubernetes", lambda config: KubernetesExecutor(),
+                 label="Kubernetes (the console schedules, Kubernetes runs the jobs)", check_submission=check_job,
+                 even_spread=True)
