@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
+from scheduler.backends.kubernetes.accounting import read_pod_runs, reconcile
+from scheduler.backends.kubernetes.client import connect
 from scheduler.backends.kubernetes.executor import REASON_ANNOTATION, job_name
 from scheduler.jobs import verbs
 from scheduler.live.config import scheduler_settings
@@ -187,3 +190,24 @@ def test_a_tenant_without_its_namespace_is_refused_by_the_field(scheduling: Runn
                          command="true")
     assert "no namespace 'nowhere'" in str(refused.value.message_dict["tenant"])
     assert not Job.objects.filter(name="lost").exists()
+
+
+def test_gpu_hours_reconcile_with_the_pods_lifetimes_within_one_percent(scheduling: RunningLab) -> None:
+    run_round()
+    jobs = [verbs.submit_job(tenant=tenant, name=f"short-{tenant}", workload_profile="cifar10", total_work=1000,
+                             min_gpus=gpus, max_gpus=gpus, gpu_type="v100", command="sleep 6")
+            for tenant, gpus in (("vision", 2), ("nlp", 4))]
+    run_round()
+
+    def all_done() -> bool:
+        run_round()
+        return all(Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED for job in jobs)
+
+    wait_for(all_done, "both short jobs finished", timeout=120)
+
+    accounts = {account.console_id: account for account in reconcile(read_pod_runs(connect(
+        scheduling.environment()["K8S_LAB_ADMIN_KUBECONFIG"])), timezone.now())}
+    for job, gpus in zip(jobs, (2, 4), strict=True):
+        account = accounts[job.pk]
+        assert not account.partial and account.pod_gpu_seconds >= gpus * 5  # each pod ran its six seconds
+        assert abs(account.difference) <= 0.01 * account.pod_gpu_seconds

@@ -18,7 +18,7 @@ from scheduler.models import ExecutorKind, Job, Tenant
 @pytest.mark.django_db
 def test_the_settings_offer_every_registered_back_end() -> None:
     assert [name for name, _ in backend_choices()] == [
-        "kubernetes-observer", "local", "simulated", "slurm", "slurm-observer"]
+        "kubernetes", "kubernetes-observer", "local", "simulated", "slurm", "slurm-observer"]
     field = SchedulerSettingsForm().fields["executor"]
     assert [name for name, _ in field.choices] == sorted(BACKENDS)
 
@@ -35,12 +35,13 @@ def test_a_back_end_that_is_not_registered_is_refused_by_the_field() -> None:
     with pytest.raises(ValidationError) as refused:
         update_settings(executor="nomad")
     assert refused.value.message_dict["executor"] == [
-        "Unknown cluster back-end 'nomad'; known: kubernetes-observer, local, simulated, slurm, slurm-observer."]
+        "Unknown cluster back-end 'nomad'; known: kubernetes, kubernetes-observer, local, simulated, slurm, "
+        "slurm-observer."]
     assert scheduler_settings().executor == ExecutorKind.SIMULATED
 
 
 def test_an_unknown_back_end_is_named_with_the_known_ones() -> None:
-    with pytest.raises(LookupError, match="no cluster back-end 'nomad'; known: kubernetes-observer, local, simulated"):
+    with pytest.raises(LookupError, match="no cluster back-end 'nomad'; known: kubernetes, kubernetes-observer, local"):
         get_backend("nomad")
 
 

@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, ClassVar
 
@@ -33,7 +33,6 @@ from django.db import transaction
 from scheduler.backends import (
     Launch,
     acknowledge,
-    charge_gpu_time,
     finish_jobs,
     measure_restart,
     refuse_scripts,
@@ -41,6 +40,7 @@ from scheduler.backends import (
 )
 from scheduler.backends.cluster_nodes import sync_inventory
 from scheduler.backends.files import checkpoint_dir, claim_job_dir, job_tag
+from scheduler.backends.kubernetes.accounting import api_comparison, pod_runs
 from scheduler.backends.kubernetes.client import (
     Kube,
     KubernetesError,
@@ -60,6 +60,9 @@ WORLD_ANNOTATION = "cluster-ops.io/world-size"  # on its pods: how many there ar
 QUEUE_CREATES = 100  # suspended Jobs made for waiting console jobs per round (the rest the next rounds)
 SUSPEND_WAIT_SECONDS = 60.0  # in all, per round, for suspended Jobs' pods to leave before they are placed anew
 MASTER_PORT_BASE = 29_500
+# A running pod is charged up to this long ago: its kubelet reports a container's end within it, so a pod that ended
+# just before a round is never charged past its end (the API's times are whole seconds; the console counts the same).
+REPORT_LAG = timedelta(seconds=2)
 
 
 def job_name(job: Job) -> str:
@@ -277,16 +280,18 @@ class KubernetesExecutor:
         return None
 
     def _charge(self, job: Job, kube_job: KubeJob, now: datetime) -> None:
-        """Each running pod's GPUs × the time it ran since the job was last counted (pods that started since: from
-        their start)."""
-        since = job.accounted_at
-        for pod in kube_job.running_pods():
-            started = _started(pod)
-            if started is None:
-                continue
-            job.accounted_at = max(since, started) if since else started
-            charge_gpu_time(job, pod_gpus(pod.get("spec") or {}), now)
-        job.accounted_at = now
+        """Each pod's GPUs × the time its container ran between the job's last count and ``REPORT_LAG`` ago (once
+        its Job ended, every end is known: up to now), so a job is charged exactly what its pods ran, however the
+        rounds fall."""
+        ended = kube_job.condition("Complete") or kube_job.condition("Failed")
+        since, until = job.accounted_at, now if ended else now - REPORT_LAG
+        if since is not None and until <= since:
+            return
+        for run in pod_runs(kube_job.pods):
+            begin = max(since, run.started_at) if since else run.started_at
+            end = min(run.ended_at, until) if run.ended_at else until
+            job.attained_gpu_seconds += run.gpus * max((end - begin).total_seconds(), 0.0)
+        job.accounted_at = until
 
     def _queue_in_kubernetes(self, now: datetime) -> None:
         """Waiting console jobs as suspended Jobs (``QUEUE_CREATES`` a round), their reasons kept up to date."""
@@ -342,6 +347,7 @@ class KubernetesExecutor:
         placement = Placement.of(launch)
         if kube_job is None:
             self._create(kube, job, placement, suspend=False)
+            self._charge_from_its_pods(job)
             return True
         if not kube_job.suspended:
             if kube_job.placement() == placement:
@@ -354,9 +360,10 @@ class KubernetesExecutor:
         return True
 
     def _stop(self, kube: Kube, job: Job, kube_job: KubeJob | None) -> bool:
-        """A job given no GPUs: its Job deleted when the console ended it (its pods stopped gracefully), else
-        suspended (preempted: it checkpoints and waits)."""
-        if kube_job is None:
+        """A job given no GPUs: its Job deleted when the console ended it while it ran or waited (its pods stopped
+        gracefully) — one Kubernetes finished is left for its history —, else suspended (preempted: it checkpoints
+        and waits)."""
+        if kube_job is None or kube_job.condition("Complete") or kube_job.condition("Failed"):
             return True
         if job.state in FINISHED_STATES:
             kube.call("delete", "jobs", kube.batch.delete_namespaced_job, kube_job.name, job.tenant.name,
@@ -410,7 +417,14 @@ class KubernetesExecutor:
                                            for container in template["spec"]["containers"]]}}}}
         self._patch(kube, job, kube_job, patch)
         self._patch(kube, job, kube_job, {"spec": {"suspend": False}})
+        self._charge_from_its_pods(job)
         return True
+
+    @staticmethod
+    def _charge_from_its_pods(job: Job) -> None:
+        """Its new pods are charged from their own start, as the API tells it (in whole seconds), not from the
+        round's decision: the console then counts exactly what Kubernetes shows."""
+        Job.objects.filter(pk=job.pk).update(accounted_at=None)
 
     def _patch(self, kube: Kube, job: Job, kube_job: KubeJob, patch: dict[str, Any]) -> bool:
         kube.call("patch", "jobs", kube.batch.patch_namespaced_job, kube_job.name, job.tenant.name, patch)
@@ -480,4 +494,4 @@ def check_job(job: Job) -> None:
 
 register_backend("kubernetes", lambda config: KubernetesExecutor(),
                  label="Kubernetes (the console schedules, Kubernetes runs the jobs)", check_submission=check_job,
-                 even_spread=True)
+                 compare_accounting=api_comparison, even_spread=True)
