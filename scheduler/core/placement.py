@@ -171,7 +171,8 @@ def _evenly(snap: ClusterSnapshot, placed: PlacementResult, targets: Mapping[str
     for job_id in sorted(uneven, key=lambda j: (-len(placements[j]), j)):
         job, decided = jobs[job_id], per_node[job_id]
         taken -= set(placements[job_id])
-        nodes = {node: [gpu for gpu in index.usable_by_node[node] if gpu not in taken or gpu in job.placement]
+        # What no other job has now: a GPU this job held but was given to another stays that job's.
+        nodes = {node: [gpu for gpu in index.usable_by_node[node] if gpu not in taken]
                  for node in index.usable_by_node if index.node_type[node] == index.node_type[next(iter(decided))]}
         shape = _even_shape(decided, nodes, len(placements[job_id]), set(job.placement))
         shape_text = " + ".join(str(len(ids)) for ids in decided.values())

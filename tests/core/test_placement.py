@@ -175,6 +175,17 @@ def test_where_no_even_shape_holds_the_count_the_job_gets_the_largest_one_and_sa
     assert "j" not in result.placements and "no even spread" in result.unplaced["j"]
 
 
+def test_an_even_spread_never_takes_back_a_gpu_its_job_gave_to_another() -> None:
+    """A job shrinking from 8 to 4 (one GPU of each node lost) gives one of its GPUs to a newcomer; made even,
+    it must not take that GPU back (found by the property test below: the same GPU given to both)."""
+    cluster = snap([node("n0", 4, lost=(0,)), node("n1", 4, lost=(1,))],
+                   [job("shrinks", 4, 8, placement=tuple(f"n{n}-{i}" for n in range(2) for i in range(4))),
+                    job("new", 1)])
+    result = place(cluster, {"shrinks": 4, "new": 1}, even_spread=True)
+    used = [gpu for gpus in result.placements.values() for gpu in gpus]
+    assert len(used) == len(set(used)) == 5 and per_node(result.placements["shrinks"]) == [2, 2]
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=snapshot_with_targets())
 def test_an_even_spread_is_valid_and_never_uneven(case: tuple[ClusterSnapshot, dict[str, int]]) -> None:
