@@ -58,6 +58,9 @@ JOB_LABEL, TAG_LABEL = "cluster-ops.io/job", "cluster-ops.io/tag"
 REASON_ANNOTATION = "cluster-ops.io/reason"
 WORLD_ANNOTATION = "cluster-ops.io/world-size"  # on its pods: how many there are (WORLD_SIZE)
 QUEUE_CREATES = 100  # suspended Jobs made for waiting console jobs per round (the rest the next rounds)
+# The console's reasons written to waiting Jobs: for at most this long a round (one patch each; the rest next rounds),
+# so a queue of thousands whose reasons move every round never slows the round.
+REASON_SECONDS = 0.25
 SUSPEND_WAIT_SECONDS = 60.0  # in all, per round, for suspended Jobs' pods to leave before they are placed anew
 MASTER_PORT_BASE = 29_500
 # A running pod is charged up to this long ago: its kubelet reports a container's end within it, so a pod that ended
@@ -300,13 +303,14 @@ class KubernetesExecutor:
         waiting = Job.objects.select_related("tenant", "owner").filter(state=JobState.PENDING).order_by(
             "submitted_at", "pk")
         made = 0
+        reasons_until = time.monotonic() + REASON_SECONDS
         for job in waiting.iterator():
             kube_job = self.jobs.get(job.pk)
             if kube_job is None and made < QUEUE_CREATES:
                 made += 1
                 self._guarded(job, now, partial(self._create, kube, job, None, suspend=True))
-            elif kube_job is not None and kube_job.suspended and ((kube_job.raw["metadata"].get("annotations") or {})
-                                                                   .get(REASON_ANNOTATION) != waiting_reason(job)):
+            elif (kube_job is not None and kube_job.suspended and time.monotonic() < reasons_until
+                  and _annotation(kube_job, REASON_ANNOTATION) != waiting_reason(job)):
                 self._guarded(job, now, partial(self._patch, kube, job, kube_job, {
                     "metadata": {"annotations": {REASON_ANNOTATION: waiting_reason(job)}}}))
 
@@ -467,6 +471,10 @@ class KubernetesExecutor:
                 finish_jobs([locked], {locked.pk: now}, JobState.FAILED, f"Kubernetes refused it: {error}")
                 Job.objects.filter(pk=job.pk).update(error=str(error)[:2000])
             return True
+
+
+def _annotation(kube_job: KubeJob, name: str) -> str:
+    return str((kube_job.raw["metadata"].get("annotations") or {}).get(name) or "")
 
 
 def _ended(kube_job: KubeJob, now: datetime) -> datetime:
