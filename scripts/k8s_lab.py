@@ -107,9 +107,11 @@ def build_folder(kind: str) -> Path:
     return CACHE / f"{kind}-{source_hash(SOURCES / kind)}"
 
 
-def go_environment() -> dict[str, str]:
+def go_environment(folder: Path) -> dict[str, str]:
+    """Go's settings for a build in ``folder``: the modules kept beside every build, the compiler's cache in the
+    folder (gigabytes, removed once the programs are built)."""
     return dict(os.environ, GOPATH=str(CACHE / "go"), GOMODCACHE=str(CACHE / "go" / "pkg" / "mod"),
-                GOCACHE=str(CACHE / "go-build"), GOFLAGS="-mod=mod", CGO_ENABLED="0", GOTOOLCHAIN="local")
+                GOCACHE=str(folder / "go-build"), GOFLAGS="-mod=mod", CGO_ENABLED="0", GOTOOLCHAIN="local")
 
 
 def built(kind: str, programs: tuple[str, ...]) -> Path:
@@ -135,12 +137,13 @@ def built(kind: str, programs: tuple[str, ...]) -> Path:
             print(f"# Kubernetes lab: building {program} (once per machine; minutes)", file=sys.stderr)
             with open(folder / "build.log", "ab") as log:
                 done = subprocess.run(["go", "build", "-trimpath", "-ldflags=-s -w", "-o", f"bin/{program}", target],
-                                      cwd=folder, env=go_environment(), stdout=log, stderr=subprocess.STDOUT)
+                                      cwd=folder, env=go_environment(folder), stdout=log, stderr=subprocess.STDOUT)
             if done.returncode != 0:
                 tail = (folder / "build.log").read_text(errors="replace")[-1500:]
                 raise SystemExit(f"Kubernetes lab: building {program} failed (exit {done.returncode}); "
                                  f"{folder / 'build.log'} ends:\n{tail}")
         ready.write_text(f"built in {time.monotonic() - started:.0f} s\n")
+        shutil.rmtree(folder / "go-build", ignore_errors=True)
     return folder / "bin"
 
 
