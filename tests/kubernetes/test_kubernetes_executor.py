@@ -211,3 +211,20 @@ def test_gpu_hours_reconcile_with_the_pods_lifetimes_within_one_percent(scheduli
         account = accounts[job.pk]
         assert not account.partial and account.pod_gpu_seconds >= gpus * 5  # each pod ran its six seconds
         assert abs(account.difference) <= 0.01 * account.pod_gpu_seconds
+
+
+def test_a_waiting_job_resumed_outside_the_console_is_reported_and_suspended_again(scheduling: RunningLab) -> None:
+    run_round()
+    blocker = submitted("blocker", 8, "v100")
+    run_round()
+    running_pods(scheduling, blocker, 2, 4)
+    waiting = submitted("waits", 4, "v100", tenant="nlp")
+    run_round()
+    assert kube_job(scheduling, waiting).spec.suspend
+    scheduling.batch.patch_namespaced_job(job_name(waiting), "nlp", {"spec": {"suspend": False}})  # kubectl patch
+
+    note = run_round().note
+
+    assert f"job {waiting.pk}: its Job {job_name(waiting)} was resumed outside the console while it waits" in note
+    assert kube_job(scheduling, waiting).spec.suspend
+    assert Job.objects.get(pk=waiting.pk).state == JobState.PENDING

@@ -49,6 +49,7 @@ from scheduler.backends.kubernetes.client import (
     connect,
 )
 from scheduler.backends.kubernetes.records import GPU, OWNER_LABEL, node_record, pod_gpus, time_of
+from scheduler.bulk import update_many
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Job, JobState
 
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 
 JOB_LABEL, TAG_LABEL = "cluster-ops.io/job", "cluster-ops.io/tag"
 REASON_ANNOTATION = "cluster-ops.io/reason"
+WAITING_STATES = (JobState.PENDING, JobState.PREEMPTED)
 WORLD_ANNOTATION = "cluster-ops.io/world-size"  # on its pods: how many there are (WORLD_SIZE)
 QUEUE_CREATES = 100  # suspended Jobs made for waiting console jobs per round (the rest the next rounds)
 # The console's reasons written to waiting Jobs: for at most this long a round (one patch each; the rest next rounds),
@@ -204,6 +206,7 @@ class KubernetesExecutor:
     notes: list[str] = field(default_factory=list)
     measured_restarts: list[float] = field(default_factory=list)
     jobs: dict[int, KubeJob] = field(default_factory=dict)  # console job id → its Job
+    resuspend: list[tuple[Job, KubeJob]] = field(default_factory=list)  # resumed outside the console
 
     # --- read ------------------------------------------------------------------------------------------------
 
@@ -241,17 +244,24 @@ class KubernetesExecutor:
     def observe(self, snap: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
         finished: list[tuple[Job, str, str, datetime]] = []
         with transaction.atomic():
-            jobs = list(Job.objects.select_for_update().filter(state__in=ACTIVE_STATES))
+            # Waiting ones too: their Jobs exist (suspended) and can be deleted or resumed behind the console's back.
+            jobs = list(Job.objects.select_for_update().filter(state__in=[*ACTIVE_STATES, *WAITING_STATES]))
+            changed = []
             for job in jobs:
+                before = (job.attained_gpu_seconds, job.accounted_at, job.state)
                 ending = self._observe_one(job, now)
                 if ending is not None:
                     finished.append((job, *ending))
-            Job.objects.bulk_update([job for job in jobs if job not in {row[0] for row in finished}],
-                                    ["attained_gpu_seconds", "accounted_at", "state"])
+                elif (job.attained_gpu_seconds, job.accounted_at, job.state) != before:
+                    changed.append(job)
+            update_many(Job, ["attained_gpu_seconds", "accounted_at", "state"], changed)  # a still queue: no writes
             for job, state, reason, at in finished:
                 finish_jobs([job], {job.pk: at}, state, reason)
                 if state == JobState.FAILED:
                     Job.objects.filter(pk=job.pk).update(error=reason[:2000])
+        assert self.kube is not None  # refresh_inventory connected
+        for job, kube_job in self.resuspend:
+            self._guarded(job, now, partial(self._patch, self.kube, job, kube_job, {"spec": {"suspend": True}}))
         self._queue_in_kubernetes(now)
         return snap
 
@@ -276,11 +286,25 @@ class KubernetesExecutor:
         running = kube_job.running_pods()
         if running and job.state == JobState.RESCALING and not kube_job.suspended:
             job.state = JobState.RUNNING
-            since = max(moment for pod in running if (moment := _started(pod))) if running else now
-            delay = measure_restart(job.pk, since)
+            delay = measure_restart(job.pk, max((moment for pod in running if (moment := _started(pod))), default=now))
             if delay is not None:
                 self.measured_restarts.append(delay)
+        self._edited_outside(job, kube_job)
         return None
+
+    def _edited_outside(self, job: Job, kube_job: KubeJob) -> None:
+        """A Job changed behind the console's back is reported; one resumed while the console has it wait is
+        suspended again (the console decides where and when it runs), one suspended while it should run is left as
+        the operator set it. Only once the console's own last decision for it was carried out (acknowledged)."""
+        if job.launched_generation < job.generation:
+            return
+        if job.state in WAITING_STATES and not kube_job.suspended:
+            self.notes.append(f"job {job.pk}: its Job {kube_job.name} was resumed outside the console while it waits; "
+                              "suspended again")
+            self.resuspend.append((job, kube_job))
+        elif job.state == JobState.RUNNING and kube_job.suspended:
+            self.notes.append(f"job {job.pk}: its Job {kube_job.name} was suspended outside the console; left so "
+                              "(resume it, or cancel the job)")
 
     def _charge(self, job: Job, kube_job: KubeJob, now: datetime) -> None:
         """Each pod's GPUs × the time its container ran between the job's last count and ``REPORT_LAG`` ago (once
@@ -288,9 +312,10 @@ class KubernetesExecutor:
         rounds fall."""
         ended = kube_job.condition("Complete") or kube_job.condition("Failed")
         since, until = job.accounted_at, now if ended else now - REPORT_LAG
-        if since is not None and until <= since:
-            return
-        for run in pod_runs(kube_job.pods):
+        runs = pod_runs(kube_job.pods)
+        if not runs or since is not None and until <= since:
+            return  # nothing ran (a waiting job), or counted already
+        for run in runs:
             begin = max(since, run.started_at) if since else run.started_at
             end = min(run.ended_at, until) if run.ended_at else until
             job.attained_gpu_seconds += run.gpus * max((end - begin).total_seconds(), 0.0)
