@@ -148,7 +148,7 @@ def test_preemption_suspends_the_job_and_it_resumes_later(scheduling: RunningLab
         return Job.objects.get(pk=old.pk).attained_gpu_seconds > 30.0
 
     wait_for(charged_past_the_first_queue, "more than 30 GPU-seconds charged to the first job")
-    wait_for(lambda: last_step(scheduling, old) >= 10, "a checkpoint of the first job")
+    wait_for(lambda: last_step(scheduling, old) >= 10, "a checkpoint of the first job", timeout=180)
     new = submitted("new", 8, "v100", tenant="nlp")
 
     round_row = run_round()
@@ -228,3 +228,24 @@ def test_a_waiting_job_resumed_outside_the_console_is_reported_and_suspended_aga
     assert f"job {waiting.pk}: its Job {job_name(waiting)} was resumed outside the console while it waits" in note
     assert kube_job(scheduling, waiting).spec.suspend
     assert Job.objects.get(pk=waiting.pk).state == JobState.PENDING
+
+
+def test_a_node_that_stops_answering_loses_its_gpus_and_its_job_moves(scheduling: RunningLab) -> None:
+    run_round()
+    job = submitted("moves", 2, "v100")
+    run_round()
+    first = running_pods(scheduling, job, 1, 2)[0].spec.node_name
+    other = ({"gpu03", "gpu04"} - {first}).pop()
+    wait_for(lambda: last_step(scheduling, job) >= 10, "a checkpoint", timeout=180)
+    scheduling.lab.path("nodes-down").write_text(f"{first}\n")  # its kubelet stops renewing it
+    scheduling.core.patch_node_status(first, {"status": {"conditions": [
+        {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}})
+
+    note = run_round().note
+
+    assert f"GPUs lost with their nodes: {first} (not ready" in note
+    moved = running_pods(scheduling, job, 1, 2)
+    assert moved[0].spec.node_name == other
+    runs = wait_for(lambda: len(found := starts(scheduling, job)) >= 2 and found, "the moved job's start",
+                    timeout=180)
+    assert runs[-1][2] and runs[-1][1] >= 10  # resumed from its checkpoint on the other node
