@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Q
 
@@ -23,9 +23,15 @@ MIRRORED_NAME_LENGTH = 200
 TENANT_NAME_LENGTH = 100
 USER_NAME_LENGTH = 64
 BATCH = 1_000  # rows a query reads or writes at once
+# A running process is charged up to this long ago: the cluster reports an end within it, so one that ended just
+# before a round is never charged past its end.
+REPORT_LAG = timedelta(seconds=2)
 # What a round brings up to date of a mirrored job; a row is written only when one of them changed.
 MIRRORED_FIELDS = ("state", "pending_reason", "cluster_priority", "started_at", "finished_at", "attained_gpu_seconds",
                    "accounted_at", "progress", "total_work")
+
+
+Run = tuple[int, datetime, datetime | None]  # a process of a job: GPUs, start, end (None: still running)
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,9 @@ class ObservedJob:
     ended_at: datetime | None
     priority: int | None = None  # the cluster's own, where it has one (higher starts first)
     time_limit_seconds: float | None = None
+    # Where the cluster tells each of its processes' times (Kubernetes' pods): (GPUs, start, end or None while it
+    # runs) each, and GPU time is charged from them; None: from the job's own start and end (Slurm).
+    runs: tuple[Run, ...] | None = None
 
     @property
     def gpus(self) -> int:
@@ -130,6 +139,9 @@ def _limit(seen: ObservedJob) -> float | None:
 
 def _charge(job: Job, seen: ObservedJob, now: datetime) -> None:
     """Add the GPU time the cluster ran it since last counted: its GPUs while running, up to now or its end."""
+    if seen.runs is not None:
+        charge_runs(job, seen.runs, seen.ended, now)
+        return
     if seen.started_at is None or seen.gpus <= 0:
         return
     until = now if seen.running else seen.ended_at if seen.ended else None
@@ -139,6 +151,20 @@ def _charge(job: Job, seen: ObservedJob, now: datetime) -> None:
     if until > since:
         job.accounted_at = since
         charge_gpu_time(job, seen.gpus, until)
+
+
+def charge_runs(job: Job, runs: Sequence[Run], ended: bool, now: datetime) -> None:
+    """Each run's GPUs × the time it ran between the job's last count and ``REPORT_LAG`` ago (once the job ended,
+    every end is known: up to now), so a job is charged exactly what its processes ran, however the rounds fall
+    (row not saved)."""
+    since, until = job.accounted_at, now if ended else now - REPORT_LAG
+    if not runs or since is not None and until <= since:
+        return  # nothing ran (a waiting job), or counted already
+    for gpus, started, ended_at in runs:
+        begin = max(since, started) if since else started
+        end = min(ended_at, until) if ended_at else until
+        job.attained_gpu_seconds += gpus * max((end - begin).total_seconds(), 0.0)
+    job.accounted_at = until
 
 
 def _work(seen: ObservedJob, now: datetime) -> tuple[float, float]:

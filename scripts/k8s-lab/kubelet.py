@@ -35,6 +35,7 @@ from k8s_lab import GPUS_PER_NODE, NODES  # noqa: E402
 
 GPU = "nvidia.com/gpu"
 HEARTBEAT_SECONDS = 5.0
+ADMIT_WAIT_SECONDS = 30.0  # a pod waits this long for GPUs still held by stopping processes of deleted pods
 LEASE_SECONDS = 40
 TICK_SECONDS = 0.25
 VERSION = "v1.37.2-lab"
@@ -68,6 +69,7 @@ class Kubelet:
     pods: dict[str, client.V1Pod] = field(default_factory=dict)  # by uid, as the watch last saw them
     running: dict[str, RunningPod] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)  # every pod run once: a pod never runs twice
+    waiting: dict[str, float] = field(default_factory=dict)  # pods waiting for their GPUs, since when
     free: dict[str, list[int]] = field(default_factory=lambda: {name: list(range(GPUS_PER_NODE))
                                                                  for name, _ in NODES})
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -173,11 +175,21 @@ class Kubelet:
         for uid, pod in pods.items():
             if pod.metadata.deletion_timestamp is not None:
                 self._terminate(uid, pod)
-            elif uid not in self.started and pod.status.phase in (None, "Pending"):
+            elif uid not in self.started and pod.status.phase in (None, "Pending") and self._admits(uid, pod):
                 self.started.add(uid)
                 self._start(uid, pod)
         for uid, run in list(self.running.items()):
             self._check(uid, run, pods.get(uid))
+
+    def _admits(self, uid: str, pod: client.V1Pod) -> bool:
+        """Whether to start it now: its GPUs are free, or it has waited ``ADMIT_WAIT_SECONDS`` for the processes
+        of pods already gone from the API to stop (then it is started, and fails if they are still busy)."""
+        container = pod.spec.containers[0]
+        wanted = int(((container.resources and container.resources.limits) or {}).get(GPU, 0) or 0)
+        if wanted <= len(self.free[pod.spec.node_name]):
+            return True
+        first = self.waiting.setdefault(uid, time.monotonic())
+        return time.monotonic() - first >= ADMIT_WAIT_SECONDS
 
     def _start(self, uid: str, pod: client.V1Pod) -> None:
         container = pod.spec.containers[0]

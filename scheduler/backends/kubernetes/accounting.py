@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.backends.kubernetes.client import Kube, KubernetesError, connect
-from scheduler.backends.kubernetes.records import pod_gpus, time_of
+from scheduler.backends.kubernetes.records import container_runs
 from scheduler.models import Job, RescaleEvent, RescaleKind
 
 JOB_LABEL = "cluster-ops.io/job"  # the console job a pod runs (the executor's label)
@@ -34,17 +34,11 @@ def pod_runs(pods: Iterable[Mapping[str, Any]]) -> list[PodRun]:
     """The pods that asked for GPUs and ran, with their first container's times."""
     runs = []
     for pod in pods:
-        gpus = pod_gpus(pod.get("spec") or {})
-        states = [status.get("state") or {} for status in (pod.get("status") or {}).get("containerStatuses") or []]
-        running = next((state["running"] for state in states if state.get("running")), None)
-        finished = next((state["terminated"] for state in states if state.get("terminated")), None)
-        started = time_of((running or finished or {}).get("startedAt"))
-        if gpus <= 0 or started is None:
-            continue
-        metadata = pod.get("metadata") or {}
-        label = str((metadata.get("labels") or {}).get(JOB_LABEL) or "")
-        runs.append(PodRun(str(metadata.get("namespace") or ""), int(label) if label.isdigit() else None, gpus,
-                           started, None if running else time_of((finished or {}).get("finishedAt"))))
+        for gpus, started, ended in container_runs([pod]):
+            metadata = pod.get("metadata") or {}
+            label = str((metadata.get("labels") or {}).get(JOB_LABEL) or "")
+            runs.append(PodRun(str(metadata.get("namespace") or ""), int(label) if label.isdigit() else None, gpus,
+                               started, ended))
     return runs
 
 

@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from typing import Any, ClassVar
 
@@ -40,7 +40,7 @@ from scheduler.backends import (
 )
 from scheduler.backends.cluster_nodes import sync_inventory
 from scheduler.backends.files import checkpoint_dir, claim_job_dir, job_tag
-from scheduler.backends.kubernetes.accounting import api_comparison, pod_runs
+from scheduler.backends.kubernetes.accounting import api_comparison
 from scheduler.backends.kubernetes.client import (
     Kube,
     KubernetesError,
@@ -48,7 +48,8 @@ from scheduler.backends.kubernetes.client import (
     KubernetesUnavailable,
     connect,
 )
-from scheduler.backends.kubernetes.records import GPU, OWNER_LABEL, node_record, pod_gpus, time_of
+from scheduler.backends.kubernetes.records import GPU, OWNER_LABEL, container_runs, node_record, pod_gpus, time_of
+from scheduler.backends.mirror import charge_runs
 from scheduler.bulk import update_many
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Job, JobState
@@ -65,9 +66,6 @@ QUEUE_CREATES = 100  # suspended Jobs made for waiting console jobs per round (t
 REASON_SECONDS = 0.25
 SUSPEND_WAIT_SECONDS = 60.0  # in all, per round, for suspended Jobs' pods to leave before they are placed anew
 MASTER_PORT_BASE = 29_500
-# A running pod is charged up to this long ago: its kubelet reports a container's end within it, so a pod that ended
-# just before a round is never charged past its end (the API's times are whole seconds; the console counts the same).
-REPORT_LAG = timedelta(seconds=2)
 
 
 def job_name(job: Job) -> str:
@@ -307,19 +305,10 @@ class KubernetesExecutor:
                               "(resume it, or cancel the job)")
 
     def _charge(self, job: Job, kube_job: KubeJob, now: datetime) -> None:
-        """Each pod's GPUs × the time its container ran between the job's last count and ``REPORT_LAG`` ago (once
-        its Job ended, every end is known: up to now), so a job is charged exactly what its pods ran, however the
-        rounds fall."""
-        ended = kube_job.condition("Complete") or kube_job.condition("Failed")
-        since, until = job.accounted_at, now if ended else now - REPORT_LAG
-        runs = pod_runs(kube_job.pods)
-        if not runs or since is not None and until <= since:
-            return  # nothing ran (a waiting job), or counted already
-        for run in runs:
-            begin = max(since, run.started_at) if since else run.started_at
-            end = min(run.ended_at, until) if run.ended_at else until
-            job.attained_gpu_seconds += run.gpus * max((end - begin).total_seconds(), 0.0)
-        job.accounted_at = until
+        """GPU time from each pod's own times (``mirror.charge_runs``): the API's, so the console counts exactly
+        what Kubernetes shows."""
+        ended = bool(kube_job.condition("Complete") or kube_job.condition("Failed"))
+        charge_runs(job, container_runs(kube_job.pods), ended, now)
 
     def _queue_in_kubernetes(self, now: datetime) -> None:
         """Waiting console jobs as suspended Jobs (``QUEUE_CREATES`` a round), their reasons kept up to date."""

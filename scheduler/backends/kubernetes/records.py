@@ -133,7 +133,23 @@ def observed(workload: Workload, now: datetime) -> ObservedJob:
         submitted_at=time_of(metadata.get("creationTimestamp")) or now,
         started_at=min(starts) if starts else None, ended_at=ended_at,
         time_limit_seconds=_deadline(spec if workload.kind == "Job" else {}),
+        runs=tuple((gpus, started, ended) for gpus, started, ended in container_runs(workload.pods)),
     )
+
+
+def container_runs(pods: Iterable[Mapping[str, Any]]) -> list[tuple[int, datetime, datetime | None]]:
+    """(GPUs, start, end or None while running) of each pod that asked for GPUs and ran, from its first
+    container's state as the API gives it (whole seconds)."""
+    runs = []
+    for pod in pods:
+        gpus = pod_gpus(pod.get("spec") or {})
+        states = [status.get("state") or {} for status in (pod.get("status") or {}).get("containerStatuses") or []]
+        running = next((state["running"] for state in states if state.get("running")), None)
+        finished = next((state["terminated"] for state in states if state.get("terminated")), None)
+        started = time_of((running or finished or {}).get("startedAt"))
+        if gpus > 0 and started is not None:
+            runs.append((gpus, started, None if running else time_of((finished or {}).get("finishedAt"))))
+    return runs
 
 
 def wanted_type(pod_spec: Mapping[str, Any]) -> str:
