@@ -87,6 +87,10 @@ class Placement:
         counts = Counter(gpu.hostname for gpu in launch.gpus)
         return cls(tuple(launch.hosts), min(counts.values()))
 
+    def same_as(self, other: Placement) -> bool:
+        """The same nodes and GPUs per node, whichever rank each node has."""
+        return sorted(self.nodes) == sorted(other.nodes) and self.per_node == other.per_node
+
 
 def manifest(job: Job, placement: Placement | None, suspend: bool) -> dict[str, Any]:
     """The Job for ``job``: ``placement``'s pods (none yet: one pod of its smallest size, suspended)."""
@@ -368,7 +372,7 @@ class KubernetesExecutor:
             self._charge_from_its_pods(job)
             return True
         if not kube_job.suspended:
-            if kube_job.placement() == placement:
+            if kube_job.placement().same_as(placement):
                 return True  # already where it should be
             self._patch(kube, job, kube_job, {"spec": {"suspend": True}})
             return kube_job
