@@ -20,7 +20,7 @@ from django.db import transaction
 from scheduler.backends import register_backend
 from scheduler.backends.cluster_nodes import sync_inventory
 from scheduler.backends.kubernetes.accounting import api_comparison
-from scheduler.backends.kubernetes.client import Kube, KubernetesError, KubernetesRefused, connect
+from scheduler.backends.kubernetes.client import Kube, KubernetesRefused, connect
 from scheduler.backends.kubernetes.records import Workload, node_record, observed, workloads
 from scheduler.backends.mirror import ObservedJob, mirror_jobs
 from scheduler.core.types import ClusterSnapshot
@@ -113,5 +113,3 @@ class KubernetesObserver:
 register_backend("kubernetes-observer", lambda config: KubernetesObserver(),
                  label="Kubernetes observer (Kubernetes schedules, the console watches)",
                  compare_accounting=api_comparison)
-
-__all__ = ["KubernetesError", "KubernetesObserver", "read_workloads"]
