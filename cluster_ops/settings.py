@@ -324,7 +324,8 @@ CELERY_TASK_DEFAULT_QUEUE = DEFAULT_QUEUE
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ROUTES = {
     **{name: {"queue": ROUND_QUEUE} for name in (
-        "scheduler.run_round", "scheduler.start_between_rounds", "scheduler.feed_demo", "cluster_ops.heartbeat")},
+        "scheduler.run_round", "scheduler.start_between_rounds", "scheduler.feed_demo",
+        "scheduler.submit_late_examples", "cluster_ops.heartbeat")},
     **{name: {"queue": BACKGROUND_QUEUE} for name in ("scheduler.run_whatif", "scheduler.finish_sweep")},
     **{name: {"queue": REPORT_QUEUE} for name in (
         "reports.make", "reports.make_scheduled", "reports.deliver", "scheduler.forecast", "scheduler.forecast_soon",

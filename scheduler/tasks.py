@@ -7,7 +7,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from scheduler import demo, whatif
+from scheduler import demo, lab_examples, whatif
 from scheduler.backends.local import agent
 from scheduler.backends.local.executor import APPLY_TASK, POLL_TASK
 from scheduler.forecasting import forecasts, runtime_models
@@ -60,6 +60,13 @@ def finish_sweep(sweep_id: int) -> None:
 def feed_demo() -> int:
     """Submit the demo trace's jobs whose arrival time has come (beat, while a demo feed exists)."""
     return demo.feed_demo(settings.TRACES_DIR, timezone.now())
+
+
+@shared_task(name=lab_examples.LATE_TASK, ignore_result=True)
+def submit_late_examples(**_held: Any) -> int:
+    """Submit a lab's example jobs whose arrival time has come (beat, while its entry exists). The entry's own
+    specifications, read under a lock, are the truth: a message beat sent earlier may be stale."""
+    return lab_examples.submit_late_examples(timezone.now())
 
 
 # --- node agents (scheduler/backends/local/agent.py): workers consuming node.<hostname> -----------

@@ -4,19 +4,21 @@ Instead of the simulated demo: the inventory is read from the Nodes, the tenants
 Kubernetes' own, ``kube-*`` and ``default``, and those labelled ``cluster-ops.io/tenant=false``, such as the
 console's own), the scheduler's executor is ``kubernetes`` (or ``kubernetes-observer``
 with ``KUBERNETES_MODE=observe``) and rounds come every ``KUBERNETES_ROUND_SECONDS``. On the lab of
-``make k8s-lab`` (``KUBERNETES_DEMO_JOBS`` > 0, which the lab prints) a few elastic example jobs are submitted.
+``make k8s-lab`` (``KUBERNETES_DEMO_JOBS`` > 0, which the lab prints) a few elastic example jobs are submitted,
+as ``lab_examples``' contended plan: whole-node jobs fill the nodes, smaller ones arrive a minute later.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 
 from django.conf import settings
 
 from scheduler.backends.cluster_nodes import sync_inventory
 from scheduler.backends.kubernetes.client import KubernetesRefused, connect
-from scheduler.backends.kubernetes.records import node_record
-from scheduler.lab_examples import MissingTorch, submit_examples
+from scheduler.backends.kubernetes.records import KubeNode, node_record
+from scheduler.lab_examples import MissingTorch, Nodes, submit_examples
 from scheduler.live.config import update_settings
 from scheduler.models import ExecutorKind, Tenant
 
@@ -41,7 +43,15 @@ def seed_kubernetes(now: datetime) -> dict[str, int]:
     update_settings(executor=ExecutorKind.KUBERNETES_OBSERVER if observing else ExecutorKind.KUBERNETES,
                     policy=POLICY, round_seconds=settings.KUBERNETES_ROUND_SECONDS)
     try:
-        jobs = 0 if observing else submit_examples(settings.KUBERNETES_DEMO_JOBS, now)
+        jobs = 0 if observing else submit_examples(settings.KUBERNETES_DEMO_JOBS, now,
+                                                   crowd=crowd([node for node in nodes if node.gpus]))
     except MissingTorch as missing:
         raise KubernetesRefused(str(missing)) from None
     return {"nodes": sum(1 for node in nodes if node.gpus), "tenants": tenants, "jobs": jobs}
+
+
+def crowd(nodes: list[KubeNode]) -> Nodes | None:
+    """What the example jobs fill: the most common node size, and the nodes with GPUs."""
+    if not nodes:
+        return None
+    return Nodes(gpus=Counter(node.gpus for node in nodes).most_common(1)[0][0], count=len(nodes))
