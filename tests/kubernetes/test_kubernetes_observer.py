@@ -77,6 +77,28 @@ def test_observer_mirrors_jobs_made_with_the_client_and_changes_nothing(kubernet
     assert Job.objects.get(name="too-big").state == JobState.CANCELLED
 
 
+def test_a_job_whose_pods_the_api_refuses_waits_with_the_controllers_event(kubernetes: RunningLab) -> None:
+    """No pod, so no scheduling condition: the reason is the Job controller's Warning event."""
+    quota = {"metadata": {"name": "gpus"}, "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}}
+    kubernetes.core.create_namespaced_resource_quota("nlp", quota)
+    try:  # the quota enforced once its controller has counted what the namespace uses
+        wait_for(lambda: (kubernetes.core.read_namespaced_resource_quota("gpus", "nlp").status.used or {}).get(
+            "requests.nvidia.com/gpu") == "0", "the quota counted")
+        kubernetes.job("over-quota", namespace="nlp", gpus=2)
+        wait_for(lambda: any(event.reason == "FailedCreate" and event.involved_object.name == "over-quota"
+                             for event in kubernetes.core.list_namespaced_event("nlp").items),
+                 "the controller's FailedCreate")
+
+        run_round()
+
+        job = Job.objects.get(name="over-quota")
+        assert job.state == JobState.PENDING and not kubernetes.pods_of("over-quota", "nlp")
+        assert job.pending_reason.startswith("FailedCreate: Error creating: ") and "exceeded quota" in \
+            job.pending_reason
+    finally:
+        kubernetes.core.delete_namespaced_resource_quota("gpus", "nlp")
+
+
 def test_a_finished_job_is_mirrored_with_its_gpu_time(kubernetes: RunningLab) -> None:
     kubernetes.job("short", gpus=1, command="sleep 2")
     wait_for(lambda: kubernetes.batch.read_namespaced_job("short", "vision").status.succeeded, "short done")

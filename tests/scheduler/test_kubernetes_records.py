@@ -8,7 +8,17 @@ import pytest
 
 from scheduler.backends import GpuPlace, Launch
 from scheduler.backends.kubernetes.executor import JOB_LABEL, TAG_LABEL, WORLD_ANNOTATION, Placement, job_name, manifest
-from scheduler.backends.kubernetes.records import Workload, node_record, observed, pod_gpus, quantity, workloads
+from scheduler.backends.kubernetes.records import (
+    Workload,
+    add_warnings,
+    node_record,
+    observed,
+    pod_gpus,
+    quantity,
+    waits_unsuspended,
+    warnings_by_object,
+    workloads,
+)
 from scheduler.backends.mirror import charge_runs
 from scheduler.jobs import verbs
 from scheduler.models import Job, JobState, Tenant
@@ -69,6 +79,34 @@ def test_a_job_and_its_pods_are_one_workload_and_a_waiting_one_says_why() -> Non
     assert seen.reason == "Unschedulable: 0/4 nodes are available: 4 Insufficient gpu"  # one line
     suspended = Workload("Job", {**job, "spec": {**job["spec"], "suspend": True}}, [], admission="Kueue: no quota")
     assert observed(suspended, NOW).reason == "suspended: Kueue: no quota"
+
+
+def test_a_waiting_job_without_a_scheduling_condition_says_what_events_or_its_containers_say() -> None:
+    job = {"metadata": {"uid": "j1", "name": "train", "namespace": "nlp"},
+           "spec": {"template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}
+    events = [
+        {"type": "Warning", "reason": "FailedCreate", "involvedObject": {"uid": "j1"}, "lastTimestamp": stamp(5),
+         "message": 'Error creating: pods "train-x" is forbidden: exceeded quota: gpus'},
+        {"type": "Warning", "reason": "Older", "involvedObject": {"uid": "j1"}, "lastTimestamp": stamp(1)},
+        {"type": "Normal", "reason": "SuccessfulCreate", "involvedObject": {"uid": "j1"}, "lastTimestamp": stamp(9)},
+        {"type": "Warning", "reason": "Other", "involvedObject": {"uid": "someone-else"}, "lastTimestamp": stamp(9)},
+    ]
+    found = workloads([job], [])
+    assert waits_unsuspended(found[0])
+    assert observed(found[0], NOW).reason == "waiting for its pods"  # before the events are read
+    add_warnings(found, warnings_by_object(events))
+    assert observed(found[0], NOW).reason == 'FailedCreate: Error creating: pods "train-x" is forbidden: exceeded ' \
+                                             'quota: gpus'
+    pulling = {"metadata": {"uid": "p1", "name": "train-y", "namespace": "nlp", "ownerReferences": [
+        {"kind": "Job", "uid": "j1", "controller": True}]}, "spec": job["spec"]["template"]["spec"],
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+                   "containerStatuses": [{"state": {"waiting": {"reason": "ImagePullBackOff",
+                                                                "message": "Back-off pulling image lab/nope"}}}]}}
+    found = workloads([job], [pulling])
+    add_warnings(found, warnings_by_object(events))
+    assert observed(found[0], NOW).reason == "ImagePullBackOff: Back-off pulling image lab/nope"
+    suspended = workloads([{**job, "spec": {**job["spec"], "suspend": True}}], [])
+    assert not waits_unsuspended(suspended[0])  # its suspension says why: no events read for it
 
 
 def test_gpu_time_is_each_runs_time_however_the_rounds_fall() -> None:

@@ -3,7 +3,8 @@
 Nothing is ever sent to Kubernetes but reads. Each round the Nodes become the inventory (a node NotReady, cordoned
 or tainted NoExecute has its GPUs lost), and each ``batch/v1`` Job whose pods ask for ``nvidia.com/gpu`` — and each
 such pod no Job owns — becomes or updates one console ``Job`` (``mirror_jobs``): its namespace as the tenant, its
-state, why it waits (suspended, Kueue's reason, the scheduler's condition on its pods), its nodes and GPUs, its
+state, why it waits (suspended, Kueue's reason, the scheduler's condition on its pods, a container that cannot
+start, the newest Warning event on it or its pods), its nodes and GPUs, its
 start and end. A Job gone from the API while the console had it waiting or running is ended as cancelled, and the
 round says so.
 """
@@ -21,7 +22,15 @@ from scheduler.backends import register_backend
 from scheduler.backends.cluster_nodes import sync_inventory
 from scheduler.backends.kubernetes.accounting import api_comparison
 from scheduler.backends.kubernetes.client import Kube, KubernetesRefused, connect
-from scheduler.backends.kubernetes.records import Workload, node_record, observed, workloads
+from scheduler.backends.kubernetes.records import (
+    Workload,
+    add_warnings,
+    node_record,
+    observed,
+    waits_unsuspended,
+    warnings_by_object,
+    workloads,
+)
 from scheduler.backends.mirror import ObservedJob, mirror_jobs
 from scheduler.core.types import ClusterSnapshot
 from scheduler.models import Allocation, Job, JobState
@@ -35,6 +44,9 @@ def read_workloads(kube: Kube, now: datetime) -> list[ObservedJob]:
     pods = kube.list_all("list", "pods", kube.core.list_pod_for_all_namespaces)
     found = workloads(list(jobs), pods)
     _add_admission(kube, found)
+    if any(waits_unsuspended(workload) for workload in found):  # most rounds: nothing waits, no events read
+        add_warnings(found, warnings_by_object(kube.list_all(
+            "list", "events", kube.core.list_event_for_all_namespaces, field_selector="type=Warning")))
     return [observed(workload, now) for workload in found]
 
 

@@ -93,6 +93,7 @@ class Workload:
     raw: Mapping[str, Any]
     pods: list[Mapping[str, Any]] = field(default_factory=list)
     admission: str = ""  # Kueue's reason where it holds the Job
+    warning: str = ""  # the newest Warning event on the Job or one of its pods ("reason: message")
 
 
 def workloads(jobs: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> list[Workload]:
@@ -116,8 +117,7 @@ def observed(workload: Workload, now: datetime) -> ObservedJob:
     metadata, spec, status = (workload.raw.get(key) or {} for key in ("metadata", "spec", "status"))
     pod_spec = ((spec.get("template") or {}).get("spec") or {}) if workload.kind == "Job" else spec
     per_pod = pod_gpus(pod_spec)
-    running = [pod for pod in workload.pods if _phase(pod) == "Running" and not (pod.get("metadata") or {}).get(
-        "deletionTimestamp")]
+    running = _running_pods(workload)
     per_node: dict[str, int] = {}
     for pod in running:
         node = str((pod.get("spec") or {}).get("nodeName") or "")
@@ -135,6 +135,17 @@ def observed(workload: Workload, now: datetime) -> ObservedJob:
         time_limit_seconds=_deadline(spec if workload.kind == "Job" else {}),
         runs=tuple((gpus, started, ended) for gpus, started, ended in container_runs(workload.pods)),
     )
+
+
+def waits_unsuspended(workload: Workload) -> bool:
+    """Whether it waits for a reason its Job's suspension does not give (then events may say why)."""
+    suspended = workload.kind == "Job" and (workload.raw.get("spec") or {}).get("suspend")
+    return not suspended and _state(workload, _running_pods(workload))[0] == JobState.PENDING
+
+
+def _running_pods(workload: Workload) -> list[Mapping[str, Any]]:
+    return [pod for pod in workload.pods
+            if _phase(pod) == "Running" and not (pod.get("metadata") or {}).get("deletionTimestamp")]
 
 
 def container_runs(pods: Iterable[Mapping[str, Any]]) -> list[tuple[int, datetime, datetime | None]]:
@@ -192,16 +203,50 @@ def _last_finish(pod: Mapping[str, Any]) -> str:
 
 
 def _reason(workload: Workload) -> str:
-    """Why it waits: suspended (and Kueue's reason), or its first waiting pod's scheduling condition."""
+    """Why it waits: suspended (and Kueue's reason); else its first waiting pod's scheduling condition, else a
+    container that cannot start (an image that cannot be pulled…), else the newest Warning event on it."""
     if workload.kind == "Job" and (workload.raw.get("spec") or {}).get("suspend"):
         return ("suspended" + (f": {workload.admission}" if workload.admission else ""))[:REASON_LENGTH]
     for pod in workload.pods:
         unscheduled = next((condition for condition in (pod.get("status") or {}).get("conditions") or []
                             if condition.get("type") == "PodScheduled" and condition.get("status") == "False"), None)
         if unscheduled is not None:
-            text = f"{unscheduled.get('reason') or 'Unschedulable'}: {unscheduled.get('message') or ''}"
-            return " ".join(text.split())[:REASON_LENGTH]
+            return _one_line(unscheduled.get("reason") or "Unschedulable", unscheduled.get("message"))
+    for pod in workload.pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") and waiting.get("reason") != "ContainerCreating":
+                return _one_line(waiting["reason"], waiting.get("message"))
+    if workload.warning:
+        return _one_line(workload.warning)
     return "waiting for its pods" if workload.kind == "Job" else "Pending"
+
+
+def warnings_by_object(events: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The newest Warning event of each object (by uid), as "reason: message"."""
+    newest: dict[str, tuple[str, str]] = {}
+    for event in events:
+        if event.get("type") != "Warning":
+            continue
+        uid = str((event.get("involvedObject") or {}).get("uid") or "")
+        when = str(event.get("lastTimestamp") or event.get("eventTime") or
+                   (event.get("metadata") or {}).get("creationTimestamp") or "")
+        if uid and (uid not in newest or when >= newest[uid][0]):
+            newest[uid] = (when, _one_line(event.get("reason") or "Warning", event.get("message")))
+    return {uid: text for uid, (_, text) in newest.items()}
+
+
+def add_warnings(found: Iterable[Workload], warnings: Mapping[str, str]) -> None:
+    """Each workload's newest warning: its Job's own, else its pods' (the first pod that has one)."""
+    for workload in found:
+        uids = [(workload.raw.get("metadata") or {}).get("uid")] + [
+            (pod.get("metadata") or {}).get("uid") for pod in workload.pods]
+        workload.warning = next((warnings[str(uid)] for uid in uids if str(uid) in warnings), "")
+
+
+def _one_line(reason: object, message: object = None) -> str:
+    text = f"{reason}: {message}" if message else str(reason)
+    return " ".join(text.split())[:REASON_LENGTH]
 
 
 def _deadline(spec: Mapping[str, Any]) -> float | None:
