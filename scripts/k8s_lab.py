@@ -17,6 +17,11 @@ v1.37.2 with every staging module pinned at v0.37.2 (``scripts/k8s-lab/kubernete
 cannot be ``go install``ed), and a ten-line etcd on ``go.etcd.io/etcd/server/v3/embed`` v3.7.3
 (``scripts/k8s-lab/etcd``). A build is kept under a name that hashes its sources, so changed pins build anew.
 
+With ``K8S_LAB_KUEUE=1`` (the tests' lab has it) the lab also runs Kueue v0.17.0's controller (``sigs.k8s.io/kueue``,
+built alike from ``scripts/k8s-lab/kueue``) with its CRDs, managing ``batch/v1`` Jobs labelled with a
+``kueue.x-k8s.io/queue-name``. Its webhooks are not registered, so such a Job is created suspended, as Kueue's
+defaulting webhook would make it.
+
 Everything lives in one folder (``K8S_LAB_DIR``, default ``var/k8s-lab``) on ports from ``K8S_LAB_PORT`` (default
 16443: the API server; etcd the two above). A start that fails stops what it started.
 """
@@ -43,6 +48,8 @@ SOURCES = REPO / "scripts" / "k8s-lab"
 KUBERNETES_VERSION = "v1.37.2"
 ETCD_VERSION = "v3.7.3"
 PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")  # Kueue's own fixed path (cmd/kueue/main.go)
 CACHE = Path(os.environ.get("K8S_LAB_CACHE", "/var/cache/cluster-ops"))
 START_TIMEOUT = 90.0
 STOP_GRACE = 10.0
@@ -71,11 +78,12 @@ CONSOLE_RULES = [
 class Lab:
     root: Path
     port: int
+    kueue: bool = False  # also run Kueue's controller
 
     @classmethod
     def from_environment(cls) -> Lab:
         root = Path(os.environ.get("K8S_LAB_DIR") or REPO / "var" / "k8s-lab").resolve()
-        return cls(root, int(os.environ.get("K8S_LAB_PORT") or 16443))
+        return cls(root, int(os.environ.get("K8S_LAB_PORT") or 16443), os.environ.get("K8S_LAB_KUEUE") == "1")
 
     def path(self, *parts: str) -> Path:
         return self.root.joinpath(*parts)
@@ -83,6 +91,11 @@ class Lab:
     @property
     def etcd_port(self) -> int:
         return self.port + 1
+
+    @property
+    def kueue_ports(self) -> tuple[int, int]:
+        """Kueue's webhook server and health probes (etcd has the two ports above the API server's)."""
+        return self.port + 3, self.port + 4
 
     @property
     def server(self) -> str:
@@ -96,15 +109,28 @@ class Lab:
 # --- building Kubernetes' programs, once per machine -------------------------------------------------------------
 
 
-def source_hash(folder: Path) -> str:
-    digest = hashlib.sha256()
+def source_hash(folder: Path, *flags: str) -> str:
+    digest = hashlib.sha256("\0".join(flags).encode())
     for name in sorted(path.name for path in folder.iterdir() if path.is_file()):
         digest.update(name.encode() + b"\0" + (folder / name).read_bytes())
     return digest.hexdigest()[:12]
 
 
 def build_folder(kind: str) -> Path:
-    return CACHE / f"{kind}-{source_hash(SOURCES / kind)}"
+    return CACHE / f"{kind}-{source_hash(SOURCES / kind, *link_flags(kind))}"
+
+
+def link_flags(kind: str) -> list[str]:
+    """Stripped programs; Kubernetes' report their release (as its own build does: ``hack/lib/version.sh``), which
+    clients such as Kueue read — unset, the API server says v0.0.0-master."""
+    flags = ["-s", "-w"]
+    if kind == "kubernetes":
+        major, minor = KUBERNETES_VERSION.removeprefix("v").split(".")[:2]
+        for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+            flags += [f"-X {package}.{name}={value}" for name, value in (
+                ("gitVersion", KUBERNETES_VERSION), ("gitMajor", major), ("gitMinor", minor),
+                ("gitTreeState", "clean"))]
+    return flags
 
 
 def go_environment(folder: Path) -> dict[str, str]:
@@ -133,24 +159,38 @@ def built(kind: str, programs: tuple[str, ...]) -> Path:
                 shutil.copyfile(source, folder / source.name)
         started = time.monotonic()
         for program in programs:
-            target = f"k8s.io/kubernetes/cmd/{program}" if kind == "kubernetes" else "."
+            target = {"kubernetes": f"k8s.io/kubernetes/cmd/{program}", "kueue": "sigs.k8s.io/kueue/cmd/kueue"}.get(
+                kind, ".")
             print(f"# Kubernetes lab: building {program} (once per machine; minutes)", file=sys.stderr)
             with open(folder / "build.log", "ab") as log:
-                done = subprocess.run(["go", "build", "-trimpath", "-ldflags=-s -w", "-o", f"bin/{program}", target],
+                done = subprocess.run(["go", "build", "-trimpath", f"-ldflags={' '.join(link_flags(kind))}", "-o",
+                                       f"bin/{program}", target],
                                       cwd=folder, env=go_environment(folder), stdout=log, stderr=subprocess.STDOUT)
             if done.returncode != 0:
                 tail = (folder / "build.log").read_text(errors="replace")[-1500:]
                 raise SystemExit(f"Kubernetes lab: building {program} failed (exit {done.returncode}); "
                                  f"{folder / 'build.log'} ends:\n{tail}")
+        if kind == "kueue":
+            copy_kueue_crds(folder)
         ready.write_text(f"built in {time.monotonic() - started:.0f} s\n")
         shutil.rmtree(folder / "go-build", ignore_errors=True)
     return folder / "bin"
 
 
-def programs() -> dict[str, Path]:
+def copy_kueue_crds(folder: Path) -> None:
+    """Kueue's CustomResourceDefinitions, from the module just built, beside its program."""
+    found = subprocess.run(["go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kueue"], cwd=folder, check=True,
+                           env=go_environment(folder), capture_output=True, text=True).stdout.strip()
+    (folder / "bin" / "crds").mkdir(parents=True, exist_ok=True)
+    for crd in (Path(found) / "config" / "components" / "crd" / "bases").glob("*.yaml"):
+        shutil.copyfile(crd, folder / "bin" / "crds" / crd.name)
+
+
+def programs(kueue: bool = True) -> dict[str, Path]:
     kubernetes = built("kubernetes", PROGRAMS)
     etcd = built("etcd", ("etcd",))
-    return {**{name: kubernetes / name for name in PROGRAMS}, "etcd": etcd / "etcd"}
+    found = {**{name: kubernetes / name for name in PROGRAMS}, "etcd": etcd / "etcd"}
+    return {**found, "kueue": built("kueue", ("kueue",)) / "kueue"} if kueue else found
 
 
 # --- certificates and kubeconfigs --------------------------------------------------------------------------------
@@ -212,11 +252,13 @@ def client_kubeconfig(lab: Lab, name: str) -> Path:
 
 
 def api(lab: Lab, method: str, path: str, body: object | None = None, ok: tuple[int, ...] = (200, 201)) -> dict:
+    """``body``: an object sent as JSON, or bytes sent as YAML (a manifest as published)."""
     context = ssl.create_default_context(cafile=str(lab.path("pki", "ca.crt")))
     context.load_cert_chain(str(lab.path("pki", "admin.crt")), str(lab.path("pki", "admin.key")))
-    request = urllib.request.Request(lab.server + path, method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json", "Accept": "application/json"})
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    kind = "application/yaml" if isinstance(body, bytes) else "application/json"
+    request = urllib.request.Request(lab.server + path, method=method, data=data,
+                                     headers={"Content-Type": kind, "Accept": "application/json"})
     try:
         with urllib.request.urlopen(request, context=context, timeout=10) as response:
             return json.loads(response.read() or b"{}")
@@ -319,10 +361,10 @@ def start(lab: Lab) -> None:
         print(f"# Kubernetes lab already running in {lab.root}", file=sys.stderr)
         print_environment(lab)
         return
-    for port in (lab.port, lab.etcd_port, lab.etcd_port + 1):
+    for port in (lab.port, lab.etcd_port, lab.etcd_port + 1, *(lab.kueue_ports if lab.kueue else ())):
         if port_open(port):
             raise SystemExit(f"Kubernetes lab: port {port} is taken by another program; choose another K8S_LAB_PORT")
-    binaries = programs()
+    binaries = programs(kueue=lab.kueue)
     started = time.monotonic()
     stop(lab, quiet=True)
     shutil.rmtree(lab.root, ignore_errors=True)
@@ -373,6 +415,69 @@ def start_everything(lab: Lab, binaries: dict[str, Path]) -> None:
                                    str(lab.path("pods"))])
     wait_until(lab, lambda: nodes_ready(lab), "lab node Ready", "kubelet")
     wait_until(lab, lambda: default_accounts(lab), "default ServiceAccounts", "kube-controller-manager")
+    if lab.kueue:
+        start_kueue(lab, binaries["kueue"])
+
+
+def start_kueue(lab: Lab, program: Path) -> None:
+    """Kueue's CRDs, then its controller as the lab's administrator: Jobs only, no leader election, no metrics, no
+    visibility API, its webhook server on a certificate the lab signs (no webhook is registered with the API
+    server)."""
+    for crd in sorted((program.parent / "crds").glob("*.yaml")):
+        api(lab, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd.read_bytes(),
+            ok=(200, 201, 409))
+    wait_until(lab, lambda: kueue_crds_established(lab), "Kueue's CRDs established", "kube-apiserver")
+    apply(lab, "/api/v1/namespaces", {"metadata": {"name": KUEUE_NAMESPACE, "labels": {NOT_A_TENANT: "false"}}})
+    certificates = lab.path("kueue", "certs")
+    certificates.mkdir(parents=True, exist_ok=True)
+    certificate(lab.path("pki"), "kueue-webhook", "/CN=kueue-webhook", "subjectAltName=IP:127.0.0.1")
+    for name, target in (("kueue-webhook.crt", "tls.crt"), ("kueue-webhook.key", "tls.key")):
+        shutil.copyfile(lab.path("pki", name), certificates / target)
+    place_metrics_certificate(certificates)
+    webhook, health = lab.kueue_ports
+    config = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": KUEUE_NAMESPACE,
+              "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"}, "metrics": {"bindAddress": "0"},
+              "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(certificates)},
+              "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
+              "integrations": {"frameworks": ["batch/job"]}}
+    lab.path("kueue", "config.yaml").write_text(json.dumps(config, indent=2) + "\n")  # JSON is YAML
+    # Its visibility API server (beta, on by default) wants its own certificate at another fixed path: not needed.
+    start_process(lab, "kueue", [str(program), f"--config={lab.path('kueue', 'config.yaml')}",
+                                 f"--kubeconfig={lab.path('admin.kubeconfig')}",
+                                 "--feature-gates=VisibilityOnDemand=false"])
+    wait_until(lab, lambda: kueue_ready(lab), "Kueue ready", "kueue")
+
+
+def place_metrics_certificate(certificates: Path) -> None:
+    """Kueue reads a metrics certificate at a fixed path unless it manages certificates itself (which needs its
+    webhooks registered); it serves no metrics here, but will not start without one. Any lab's will do: an
+    existing one is left alone."""
+    fixed = KUEUE_METRICS_CERTS
+    if (fixed / "tls.crt").exists() and (fixed / "tls.key").exists():
+        return
+    try:
+        fixed.mkdir(parents=True, exist_ok=True)
+        for name in ("tls.key", "tls.crt"):
+            shutil.copyfile(certificates / name, fixed / name)
+        (fixed / "tls.key").chmod(0o600)
+    except OSError as error:
+        raise SystemExit(f"Kubernetes lab: Kueue needs a certificate in {fixed} ({error.strerror}); run the lab "
+                         "as root, or without K8S_LAB_KUEUE") from None
+
+
+def kueue_crds_established(lab: Lab) -> bool:
+    crds = api(lab, "GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions").get("items", [])
+    kueue = [crd for crd in crds if crd["spec"]["group"] == "kueue.x-k8s.io"]
+    return bool(kueue) and all(any(condition["type"] == "Established" and condition["status"] == "True"
+                                   for condition in (crd.get("status") or {}).get("conditions") or []) for crd in kueue)
+
+
+def kueue_ready(lab: Lab) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{lab.kueue_ports[1]}/readyz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
 
 
 def nodes_ready(lab: Lab) -> bool:
@@ -391,7 +496,7 @@ def default_accounts(lab: Lab) -> bool:
 def stop(lab: Lab, quiet: bool = False) -> None:
     """Stop what the lab started, the kubelet first (it stops its pods), etcd last."""
     stopped = []
-    for name in ("kubelet", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+    for name in ("kubelet", "kueue", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
         pid = read_pid(lab, name)
         if pid is None or not running(lab, name):
             continue

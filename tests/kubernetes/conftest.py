@@ -1,9 +1,10 @@
 """A real Kubernetes for the Kubernetes back-end's tests, started once per session by ``scripts/k8s_lab.py``.
 
-etcd, kube-apiserver, kube-controller-manager and kube-scheduler are Kubernetes' own programs (v1.37.2), built from
-the Go module proxy once per machine. The one fake is at the hardware seam: the lab's kubelet runs each pod as a
-process of this host and its GPUs are ids it hands out (there is no GPU and no container runtime). Each test
-leaves the lab as it found it: its Jobs and pods deleted, its nodes back in service.
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler are Kubernetes' own programs (v1.37.2), and Kueue's
+controller (v0.17.0) with its CRDs, built from the Go module proxy once per machine. The one fake is at the hardware
+seam: the lab's kubelet runs each pod as a process of this host and its GPUs are ids it hands out (there is no GPU
+and no container runtime). Each test leaves the lab as it found it: its Jobs and pods deleted, its nodes back in
+service.
 """
 
 from __future__ import annotations
@@ -52,14 +53,16 @@ class RunningLab:
         return self.lab.environment()
 
     def job(self, name: str, namespace: str = "vision", gpus: int = 1, command: str = "sleep 300",
-            parallelism: int = 1, suspend: bool = False, product: str = "") -> client.V1Job:
-        """A Job as a user would create it with kubectl: ``parallelism`` pods, each asking ``gpus``."""
+            parallelism: int = 1, suspend: bool = False, product: str = "", queue: str = "") -> client.V1Job:
+        """A Job as a user would create it with kubectl: ``parallelism`` pods, each asking ``gpus``; in Kueue's
+        LocalQueue ``queue`` if given."""
         container = {"name": "main", "image": "lab/python", "command": ["/bin/sh", "-c", command],
                      "resources": {"limits": {"nvidia.com/gpu": gpus}}}
         pod_spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
         if product:
             pod_spec["nodeSelector"] = {"nvidia.com/gpu.product": product}
-        body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+        labels = {"kueue.x-k8s.io/queue-name": queue} if queue else {}
+        body = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels},
                 "spec": {"parallelism": parallelism, "completions": parallelism, "backoffLimit": 0,
                          "suspend": suspend, "template": {"spec": pod_spec}}}
         return self.batch.create_namespaced_job(namespace, body)
@@ -97,7 +100,7 @@ def k8s_lab() -> Iterator[RunningLab]:
     prerequisites.require("kubernetes")
     module = _lab_module()
     # The lab empties its folder once it has checked that no lab runs there (ports free).
-    lab = module.Lab(Path(tempfile.gettempdir()) / f"cluster-ops-k8s-lab-{LAB_PORT}", LAB_PORT)
+    lab = module.Lab(Path(tempfile.gettempdir()) / f"cluster-ops-k8s-lab-{LAB_PORT}", LAB_PORT, kueue=True)
     module.start(lab)
     try:
         yield RunningLab(module, lab)
