@@ -64,9 +64,11 @@ GPUS_PER_NODE = 4
 TOKEN_SECONDS = 7 * 24 * 3600
 # What the console may do, and no more: read the cluster's nodes, namespaces, pods, events and Kueue's
 # workloads; keep its Jobs (create suspended, patch to suspend, resize and resume, delete on cancel) and the
-# headless Service that names each Job's pods (deleted with its Job, which owns it).
+# headless Service that names each Job's pods (deleted with its Job, which owns it); release its accounting
+# finalizer from the pods of a deleted Job.
 CONSOLE_RULES = [
-    {"apiGroups": [""], "resources": ["nodes", "namespaces", "pods", "events"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["nodes", "namespaces", "events"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "patch"]},  # patch: its finalizer
     {"apiGroups": ["batch"], "resources": ["jobs"],
      "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
     {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "create"]},  # a Job's pods' DNS names

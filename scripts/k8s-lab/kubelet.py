@@ -70,6 +70,8 @@ class Kubelet:
     running: dict[str, RunningPod] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)  # every pod run once: a pod never runs twice
     waiting: dict[str, float] = field(default_factory=dict)  # pods waiting for their GPUs, since when
+    # Deletions confirmed: a pod a finalizer keeps in the API (ended) is not confirmed again at every change.
+    confirmed: set[str] = field(default_factory=set)
     free: dict[str, list[int]] = field(default_factory=lambda: {name: list(range(GPUS_PER_NODE))
                                                                  for name, _ in NODES})
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -173,7 +175,7 @@ class Kubelet:
         with self.lock:
             pods = dict(self.pods)
         for uid, pod in pods.items():
-            if pod.metadata.deletion_timestamp is not None:
+            if pod.metadata.deletion_timestamp is not None and uid not in self.confirmed:
                 self._terminate(uid, pod)
             elif uid not in self.started and pod.status.phase in (None, "Pending") and self._admits(uid, pod):
                 self.started.add(uid)
@@ -257,6 +259,7 @@ class Kubelet:
         except ApiException as error:
             if error.status not in (404, 409):
                 log.warning("confirming deletion of %s: %s", pod.metadata.name, error.reason)
+        self.confirmed.add(uid)
         with self.lock:
             self.pods.pop(uid, None)
 

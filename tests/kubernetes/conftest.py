@@ -76,12 +76,22 @@ class RunningLab:
             for job in self.batch.list_namespaced_job(namespace).items:
                 self.batch.delete_namespaced_job(job.metadata.name, namespace, propagation_policy="Background",
                                                  grace_period_seconds=0)
-            self.core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         self.lab.path("nodes-down").unlink(missing_ok=True)
         for name, _ in self.module.NODES:
             self.core.patch_node(name, {"spec": {"unschedulable": False, "taints": None}})
-        wait_for(lambda: not any(self.core.list_namespaced_pod(namespace).items
-                                 for namespace in self.module.TENANTS), "every pod gone", timeout=60)
+        wait_for(self._no_pods_left, "every pod gone", timeout=60)
+
+    def _no_pods_left(self) -> bool:
+        """Delete what is left, releasing the finalizers no console round releases here; whether none was left."""
+        left = False
+        for namespace in self.module.TENANTS:
+            for pod in self.core.list_namespaced_pod(namespace).items:
+                left = True
+                if pod.metadata.finalizers:
+                    self.core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"finalizers": None}})
+                if pod.metadata.deletion_timestamp is None:
+                    self.core.delete_namespaced_pod(pod.metadata.name, namespace, grace_period_seconds=0)
+        return not left
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:

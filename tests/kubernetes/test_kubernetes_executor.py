@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from scheduler.backends.kubernetes.accounting import read_pod_runs, reconcile
 from scheduler.backends.kubernetes.client import connect
-from scheduler.backends.kubernetes.executor import REASON_ANNOTATION, job_name
+from scheduler.backends.kubernetes.jobs import ACCOUNTING_FINALIZER, REASON_ANNOTATION, job_name
 from scheduler.jobs import verbs
 from scheduler.live.config import scheduler_settings
 from scheduler.live.round import run_round
@@ -108,6 +108,8 @@ def test_the_console_queue_is_suspended_jobs_with_the_reason_and_a_placed_job_ru
     verbs.cancel_job(Job.objects.get(pk=placed.pk))
     run_round()
     wait_for(lambda: not scheduling.batch.list_namespaced_job("nlp").items, "the cancelled job's Job deleted")
+    # Its pods waited for the console's accounting finalizer: released with the Job gone, they go.
+    wait_for(lambda: (run_round(), not scheduling.core.list_namespaced_pod("nlp").items)[1], "its pods gone")
 
 
 def test_a_resize_suspends_patches_and_resumes_the_same_job_from_its_checkpoint(scheduling: RunningLab) -> None:
@@ -132,6 +134,15 @@ def test_a_resize_suspends_patches_and_resumes_the_same_job_from_its_checkpoint(
     wait_for(lambda: (run_round(), Job.objects.get(pk=job.pk).state)[1] == JobState.RUNNING, "running again")
     measured = RoundMemory.objects.get(pk=1).restarts
     assert len(measured) == 1 and 0 < measured[0] < 120  # this cluster's restart delay, from suspend to training
+    # The pod the resize deleted is kept, ended, with its times: the GPU time reconciles over every pod.
+    pods = scheduling.core.list_namespaced_pod("vision", label_selector=f"job-name={job_name(job)}").items
+    kept = [pod for pod in pods if pod.metadata.deletion_timestamp]
+    assert len(pods) == 3 and len(kept) == 1 and kept[0].status.phase in ("Succeeded", "Failed")
+    assert ACCOUNTING_FINALIZER in kept[0].metadata.finalizers
+    job.refresh_from_db()
+    account = {account.console_id: account for account in reconcile(read_pod_runs(connect(
+        scheduling.environment()["K8S_LAB_ADMIN_KUBECONFIG"])), job.accounted_at)}[job.pk]  # up to its last count
+    assert not account.partial and abs(account.difference) <= 0.01 * account.pod_gpu_seconds
 
 
 def test_preemption_suspends_the_job_and_it_resumes_later(scheduling: RunningLab) -> None:

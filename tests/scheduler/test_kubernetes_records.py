@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.backends import GpuPlace, Launch
-from scheduler.backends.kubernetes.executor import JOB_LABEL, TAG_LABEL, WORLD_ANNOTATION, Placement, job_name, manifest
+from scheduler.backends.kubernetes.jobs import JOB_LABEL, TAG_LABEL, WORLD_ANNOTATION, Placement, job_name, manifest
 from scheduler.backends.kubernetes.records import (
     Workload,
     add_warnings,

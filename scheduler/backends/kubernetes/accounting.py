@@ -1,9 +1,10 @@
 """The console's GPU-hours against what Kubernetes says its pods ran: each pod's GPUs × the time its container ran.
 
-Kubernetes keeps no accounting of its own: the figure is read from the pods the API still has — a running pod's
-container start until now, a finished one's start to finish. A pod deleted (a resize or a preemption suspends the
-Job, which deletes its pods; a finished Job's TTL) is gone from the API with its times, so a job that lost pods is
-compared over what is left and marked ``partial``; a job whose pods are all there is compared whole.
+Kubernetes keeps no accounting of its own: the figure is read from the pods the API has — a running pod's
+container start until now, a finished one's start to finish. The pods a resize or a preemption deletes stay in the
+API, ended, with their times, while their Job exists (the console's accounting finalizer, ``jobs.py``). A job
+resized or preempted whose deleted pods are gone all the same (its Job made by a console without the finalizer) is
+compared over what is left and marked ``partial``.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.backends.kubernetes.client import Kube, KubernetesError, connect
+from scheduler.backends.kubernetes.jobs import ACCOUNTING_FINALIZER, JOB_LABEL
 from scheduler.backends.kubernetes.records import container_runs
 from scheduler.models import Job, RescaleEvent, RescaleKind
-
-JOB_LABEL = "cluster-ops.io/job"  # the console job a pod runs (the executor's label)
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class PodRun:
     gpus: int
     started_at: datetime
     ended_at: datetime | None  # None: still running
+    kept: bool = False  # it carries the console's accounting finalizer: deleted, it stays in the API
 
 
 def pod_runs(pods: Iterable[Mapping[str, Any]]) -> list[PodRun]:
@@ -38,7 +39,7 @@ def pod_runs(pods: Iterable[Mapping[str, Any]]) -> list[PodRun]:
             metadata = pod.get("metadata") or {}
             label = str((metadata.get("labels") or {}).get(JOB_LABEL) or "")
             runs.append(PodRun(str(metadata.get("namespace") or ""), int(label) if label.isdigit() else None, gpus,
-                               started, ended))
+                               started, ended, ACCOUNTING_FINALIZER in (metadata.get("finalizers") or [])))
     return runs
 
 
@@ -52,7 +53,7 @@ class JobAccount:
     tenant: str
     console_gpu_seconds: float
     pod_gpu_seconds: float
-    partial: bool  # some of its pods are no longer in the API (a resize or preemption deleted them)
+    partial: bool  # pods a resize or preemption deleted are no longer in the API (its Job kept none)
 
     @property
     def difference(self) -> float:
@@ -62,12 +63,14 @@ class JobAccount:
 def reconcile(runs: Iterable[PodRun], now: datetime) -> list[JobAccount]:
     """Per console job whose pods the API has: the console's GPU-seconds beside its pods'."""
     seconds: dict[int, float] = defaultdict(float)
+    kept: set[int] = set()
     for run in runs:
         if run.console_id is not None:
             seconds[run.console_id] += run.gpus * max(((run.ended_at or now) - run.started_at).total_seconds(), 0.0)
-    # A job that was resized or preempted had pods deleted: the API no longer has them.
+            kept |= {run.console_id} if run.kept else set()
+    # A job resized or preempted had pods deleted: the API has them only where its pods carry the finalizer.
     lost = set(RescaleEvent.objects.filter(job_id__in=seconds, kind__in=[RescaleKind.RESCALE, RescaleKind.PREEMPT])
-               .values_list("job_id", flat=True))
+               .values_list("job_id", flat=True)) - kept
     jobs = Job.objects.select_related("tenant").in_bulk(list(seconds))
     return [JobAccount(pk, jobs[pk].tenant.name, jobs[pk].attained_gpu_seconds, seconds[pk], pk in lost)
             for pk in sorted(seconds) if pk in jobs]
@@ -102,5 +105,4 @@ def api_comparison(console_by_tenant: dict[str, float], start: datetime, end: da
     if not lines:
         return ["Kubernetes' pods show no GPU time in this period either."]
     return ["GPU-hours beside the pods Kubernetes still has (GPUs × their containers' running time) for the same "
-            "period: " + "; ".join(lines) + ". Pods deleted by a resize, a preemption or a finished Job's TTL are "
-            "no longer counted there."]
+            "period: " + "; ".join(lines) + ". Pods whose Job was deleted are no longer counted there."]

@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any, ClassVar
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -48,7 +46,20 @@ from scheduler.backends.kubernetes.client import (
     KubernetesUnavailable,
     connect,
 )
-from scheduler.backends.kubernetes.records import GPU, OWNER_LABEL, container_runs, node_record, pod_gpus, time_of
+from scheduler.backends.kubernetes.jobs import (
+    ACCOUNTING_FINALIZER,
+    JOB_LABEL,
+    REASON_ANNOTATION,
+    TAG_LABEL,
+    WAITING_STATES,
+    KubeJob,
+    Placement,
+    container_started,
+    job_name,
+    manifest,
+    waiting_reason,
+)
+from scheduler.backends.kubernetes.records import container_runs, node_record, time_of
 from scheduler.backends.mirror import charge_runs
 from scheduler.bulk import update_many
 from scheduler.core.types import ClusterSnapshot
@@ -56,146 +67,11 @@ from scheduler.models import ACTIVE_STATES, FINISHED_STATES, Job, JobState
 
 logger = logging.getLogger(__name__)
 
-JOB_LABEL, TAG_LABEL = "cluster-ops.io/job", "cluster-ops.io/tag"
-REASON_ANNOTATION = "cluster-ops.io/reason"
-WAITING_STATES = (JobState.PENDING, JobState.PREEMPTED)
-WORLD_ANNOTATION = "cluster-ops.io/world-size"  # on its pods: how many there are (WORLD_SIZE)
 QUEUE_CREATES = 100  # suspended Jobs made for waiting console jobs per round (the rest the next rounds)
 # The console's reasons written to waiting Jobs: for at most this long a round (one patch each; the rest next rounds),
 # so a queue of thousands whose reasons move every round never slows the round.
 REASON_SECONDS = 0.25
 SUSPEND_WAIT_SECONDS = 60.0  # in all, per round, for suspended Jobs' pods to leave before they are placed anew
-MASTER_PORT_BASE = 29_500
-
-
-def job_name(job: Job) -> str:
-    """Its Job's name: the console id and the tag, so another job of the same id never has the same name."""
-    return f"cluster-ops-{job.pk}-{job_tag(job.report_token)}"
-
-
-def waiting_reason(job: Job) -> str:
-    return " ".join(f"Cluster Ops: {job.pending_reason or 'queued'}".split())[:200]
-
-
-@dataclass(frozen=True)
-class Placement:
-    nodes: tuple[str, ...]  # rank order
-    per_node: int
-
-    @classmethod
-    def of(cls, launch: Launch) -> Placement:
-        counts = Counter(gpu.hostname for gpu in launch.gpus)
-        return cls(tuple(launch.hosts), min(counts.values()))
-
-    def same_as(self, other: Placement) -> bool:
-        """The same nodes and GPUs per node, whichever rank each node has."""
-        return sorted(self.nodes) == sorted(other.nodes) and self.per_node == other.per_node
-
-
-def manifest(job: Job, placement: Placement | None, suspend: bool) -> dict[str, Any]:
-    """The Job for ``job``: ``placement``'s pods (none yet: one pod of its smallest size, suspended)."""
-    name, tag = job_name(job), job_tag(job.report_token)
-    labels = {JOB_LABEL: str(job.pk), TAG_LABEL: tag}
-    owner = _label_value(job.owner.username if job.owner else "")
-    if owner:
-        labels[OWNER_LABEL] = owner
-    pods = len(placement.nodes) if placement else 1
-    return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": job.tenant.name, "labels": labels,
-                     "annotations": {REASON_ANNOTATION: waiting_reason(job) if suspend else ""}},
-        "spec": {
-            "suspend": suspend, "completionMode": "Indexed", "completions": pods, "parallelism": pods,
-            "backoffLimit": 0, "podReplacementPolicy": "Failed",
-            "template": {"metadata": {"labels": labels, "annotations": {WORLD_ANNOTATION: str(pods)}},
-                         "spec": _pod_spec(job, placement, name)},
-        },
-    }
-
-
-def _pod_spec(job: Job, placement: Placement | None, name: str) -> dict[str, Any]:
-    per_node = placement.per_node if placement else max(job.min_gpus, 1)
-    environment = {
-        "CLUSTER_OPS_JOB_ID": str(job.pk), "CHECKPOINT_DIR": str(checkpoint_dir(job.pk)),
-        "CLUSTER_OPS_REPORT_URL": f"{settings.PUBLIC_URL}/api/jobs/{job.pk}/report/",
-        "CLUSTER_OPS_REPORT_TOKEN": job.report_token,
-        # Rank 0's pod by its DNS name (the Job's headless subdomain); each job its own port.
-        "MASTER_ADDR": f"{name}-0.{name}.{job.tenant.name}.svc", "MASTER_PORT": str(MASTER_PORT_BASE + job.pk % 10_000),
-    }
-    env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in environment.items()]
-    # From the pod's annotations: a suspended Job's containers cannot change, its pods' annotations can.
-    for variable, annotation in (("RANK", "batch.kubernetes.io/job-completion-index"),
-                                 ("WORLD_SIZE", WORLD_ANNOTATION), ("NNODES", WORLD_ANNOTATION)):
-        field_path = f"metadata.annotations['{annotation}']"
-        env.append({"name": variable, "valueFrom": {"fieldRef": {"fieldPath": field_path}}})
-    spec: dict[str, Any] = {
-        "restartPolicy": "Never", "subdomain": name,
-        "terminationGracePeriodSeconds": settings.STOP_GRACE_SECONDS,
-        "containers": [{"name": "train", "image": settings.KUBERNETES_JOB_IMAGE,
-                        "command": ["/bin/bash", "-c", f"exec {job.command}"], "env": env,
-                        "resources": {"limits": {GPU: per_node}}}],
-        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
-            "labelSelector": {"matchLabels": {JOB_LABEL: str(job.pk)}}, "topologyKey": "kubernetes.io/hostname"}]}},
-    }
-    if placement:
-        spec["affinity"]["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
-                                   "values": list(placement.nodes)}]}]}}
-    return spec
-
-
-def _label_value(text: str) -> str:
-    """A label value from ``text``: up to 63 letters, digits, ``-_.``, starting and ending alphanumeric."""
-    kept = "".join(character if character.isalnum() or character in "-_." else "-" for character in text)[:63]
-    return kept.strip("-_.")
-
-
-@dataclass
-class KubeJob:
-    """One of the console's Jobs as the API has it, with its pods."""
-
-    raw: Mapping[str, Any]
-    pods: list[Mapping[str, Any]]
-
-    @property
-    def uid(self) -> str:
-        return str(self.raw["metadata"]["uid"])
-
-    @property
-    def name(self) -> str:
-        return str(self.raw["metadata"]["name"])
-
-    @property
-    def suspended(self) -> bool:
-        return bool((self.raw.get("spec") or {}).get("suspend"))
-
-    def condition(self, kind: str) -> Mapping[str, Any] | None:
-        return next((condition for condition in (self.raw.get("status") or {}).get("conditions") or []
-                     if condition.get("type") == kind and condition.get("status") == "True"), None)
-
-    def running_pods(self) -> list[Mapping[str, Any]]:
-        return [pod for pod in self.pods if (pod.get("status") or {}).get("phase") == "Running"
-                and not (pod.get("metadata") or {}).get("deletionTimestamp")]
-
-    def placement(self) -> Placement:
-        """Where its pods run now, in rank order."""
-        running = sorted(self.running_pods(), key=_index)
-        per_node = pod_gpus(running[0].get("spec") or {}) if running else 0
-        return Placement(tuple(str((pod.get("spec") or {}).get("nodeName") or "") for pod in running), per_node)
-
-
-def _index(pod: Mapping[str, Any]) -> int:
-    value = ((pod.get("metadata") or {}).get("annotations") or {}).get("batch.kubernetes.io/job-completion-index")
-    return int(str(value)) if str(value).isdigit() else 0
-
-
-def _started(pod: Mapping[str, Any]) -> datetime | None:
-    for status in (pod.get("status") or {}).get("containerStatuses") or []:
-        state = status.get("state") or {}
-        moment = time_of((state.get("running") or state.get("terminated") or {}).get("startedAt"))
-        if moment:
-            return moment
-    return time_of((pod.get("status") or {}).get("startTime"))
 
 
 @dataclass
@@ -228,6 +104,7 @@ class KubernetesExecutor:
             if owner:
                 pods.setdefault(str(owner.get("uid")), []).append(pod)
         labelled = {raw["metadata"]["uid"]: raw for raw in raws}
+        self._release_orphans(kube, [pod for uid, owned in pods.items() if uid not in labelled for pod in owned])
         ids = {int(value) for raw in raws if (value := raw["metadata"].get("labels", {}).get(JOB_LABEL, "")).isdigit()}
         tags = {pk: job_tag(token) for pk, token in Job.objects.filter(pk__in=ids).values_list("pk", "report_token")}
         found: dict[int, KubeJob] = {}
@@ -240,6 +117,24 @@ class KubernetesExecutor:
                 self.notes.append(f"Kubernetes Job {raw['metadata'].get('namespace')}/{raw['metadata']['name']} says "
                                   f"it runs console job {labels.get(JOB_LABEL)}, which does not know it: left alone")
         return found
+
+    def _release_orphans(self, kube: Kube, orphans: list[Mapping[str, Any]]) -> None:
+        """Pods whose Job is deleted (a cancel, an operator) wait for the console's accounting finalizer: released,
+        so they go (their GPU time was charged while their job ran). A conflict is retried next round."""
+        for pod in orphans:
+            metadata = pod.get("metadata") or {}
+            finalizers = list(metadata.get("finalizers") or [])
+            if ACCOUNTING_FINALIZER not in finalizers:
+                continue
+            at = finalizers.index(ACCOUNTING_FINALIZER)
+            patch = [{"op": "test", "path": f"/metadata/finalizers/{at}", "value": ACCOUNTING_FINALIZER},
+                     {"op": "remove", "path": f"/metadata/finalizers/{at}"}]
+            try:
+                kube.call("patch", "pods", kube.core.patch_namespaced_pod, metadata.get("name"),
+                          metadata.get("namespace"), patch)
+            except KubernetesRefused as refused:
+                if refused.status not in (404, 409, 422):  # gone, changed meanwhile, or its list moved: next round
+                    raise
 
     # --- observe ---------------------------------------------------------------------------------------------
 
@@ -288,7 +183,8 @@ class KubernetesExecutor:
         running = kube_job.running_pods()
         if running and job.state == JobState.RESCALING and not kube_job.suspended:
             job.state = JobState.RUNNING
-            delay = measure_restart(job.pk, max((moment for pod in running if (moment := _started(pod))), default=now))
+            started = (moment for pod in running if (moment := container_started(pod)))
+            delay = measure_restart(job.pk, max(started, default=now))
             if delay is not None:
                 self.measured_restarts.append(delay)
         self._edited_outside(job, kube_job)
@@ -310,7 +206,10 @@ class KubernetesExecutor:
 
     def _charge(self, job: Job, kube_job: KubeJob, now: datetime) -> None:
         """GPU time from each pod's own times (``mirror.charge_runs``): the API's, so the console counts exactly
-        what Kubernetes shows."""
+        what Kubernetes shows. A pod a resize or preemption deleted is kept in the API, ended (the accounting
+        finalizer), so its last seconds are counted the round after; the new pods start after the round that
+        placed them, so after the last count (it ends ``REPORT_LAG`` before the round), and count from their
+        start."""
         ended = bool(kube_job.condition("Complete") or kube_job.condition("Failed"))
         charge_runs(job, container_runs(kube_job.pods), ended, now)
 
@@ -368,8 +267,8 @@ class KubernetesExecutor:
             return self._stop(kube, job, kube_job)
         placement = Placement.of(launch)
         if kube_job is None:
+            self._count_until_placed(job, None)
             self._create(kube, job, placement, suspend=False)
-            self._charge_from_its_pods(job)
             return True
         if not kube_job.suspended:
             if kube_job.placement().same_as(placement):
@@ -429,6 +328,7 @@ class KubernetesExecutor:
 
     def _place(self, kube: Kube, job: Job, kube_job: KubeJob, placement: Placement) -> bool:
         """A suspended Job, off its nodes: given ``placement`` and resumed."""
+        self._count_until_placed(job, kube_job)
         spec = manifest(job, placement, suspend=False)["spec"]
         template = spec["template"]
         patch = {"metadata": {"annotations": {REASON_ANNOTATION: ""}},
@@ -439,33 +339,45 @@ class KubernetesExecutor:
                                            for container in template["spec"]["containers"]]}}}}
         self._patch(kube, job, kube_job, patch)
         self._patch(kube, job, kube_job, {"spec": {"suspend": False}})
-        self._charge_from_its_pods(job)
         return True
 
     @staticmethod
-    def _charge_from_its_pods(job: Job) -> None:
-        """Its new pods are charged from their own start, as the API tells it (in whole seconds), not from the
-        round's decision: the console then counts exactly what Kubernetes shows."""
-        Job.objects.filter(pk=job.pk).update(accounted_at=None)
+    def _count_until_placed(job: Job, kube_job: KubeJob | None) -> None:
+        """Before its new pods: its ended pods charged up to their ends, and the count taken back to the last end,
+        so the new pods count from their own start — both in the API's whole seconds (a new pod starts after the
+        last end; the round's own moment, which the round set, may be later than the second the API gives)."""
+        runs = container_runs(kube_job.pods) if kube_job else []
+        if any(ended is None for _, _, ended in runs):
+            return  # not off its nodes: not placed this round
+        last_end = max((ended for _, _, ended in runs if ended), default=None)
+        if last_end is not None:
+            charge_runs(job, runs, True, last_end)
+        job.accounted_at = last_end
+        Job.objects.filter(pk=job.pk).update(attained_gpu_seconds=job.attained_gpu_seconds,
+                                             accounted_at=job.accounted_at)
 
     def _patch(self, kube: Kube, job: Job, kube_job: KubeJob, patch: dict[str, Any]) -> bool:
         kube.call("patch", "jobs", kube.batch.patch_namespaced_job, kube_job.name, job.tenant.name, patch)
         return True
 
     def _wait_until_off_their_nodes(self, kube: Kube, kube_jobs: list[KubeJob]) -> set[str]:
-        """Wait (``SUSPEND_WAIT_SECONDS`` in all) until suspended Jobs have no pod left running; their uids."""
-        wanted = {kube_job.uid for kube_job in kube_jobs}
+        """Wait (``SUSPEND_WAIT_SECONDS`` in all) until suspended Jobs have no pod left running; their uids. Each
+        Job's pods as last listed (ended, with their times) replace those read at the round's start."""
+        wanted = {kube_job.uid: kube_job for kube_job in kube_jobs}
         gone: set[str] = set()
         deadline = time.monotonic() + SUSPEND_WAIT_SECONDS
-        while wanted - gone and time.monotonic() < deadline:
-            busy = set()
+        while set(wanted) - gone and time.monotonic() < deadline:
+            pods: dict[str, list[Mapping[str, Any]]] = {uid: [] for uid in wanted}
             for pod in kube.list_all("list", "pods", kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL):
                 owner = next((ref.get("uid") for ref in (pod.get("metadata") or {}).get("ownerReferences") or []
                               if ref.get("kind") == "Job"), None)
-                if owner in wanted and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
-                    busy.add(owner)
-            gone = wanted - busy
-            if gone != wanted:
+                if owner in pods:
+                    pods[owner].append(pod)
+            for uid, kube_job in wanted.items():
+                kube_job.pods = pods[uid]
+            gone = {uid for uid, owned in pods.items() if not any(
+                (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for pod in owned)}
+            if gone != set(wanted):
                 time.sleep(0.25)
         return gone
 
