@@ -26,6 +26,7 @@ from typing import Any
 from django.utils import timezone
 
 from scheduler.backends.kubernetes.client import Kube
+from scheduler.backends.kubernetes.jobs import ACCOUNTING_FINALIZER, JOB_LABEL
 from scheduler.live.config import update_settings
 from scheduler.live.round import run_round
 from scheduler.models import ExecutorKind, Job, JobState, SchedulingRound, Tenant
@@ -114,10 +115,17 @@ def round_with_queue(kube: Kube, jobs: int, rounds: int, seed: int = 0) -> dict[
 
 
 def delete_jobs(kube: Kube) -> None:
+    """The console's Jobs, and their pods: released from the console's accounting finalizer, as its next round
+    would release them."""
     kube = dataclasses.replace(kube, timeout=CLEANUP_TIMEOUT)
     for namespace in NAMESPACES:
         kube.call("delete", "jobs", kube.batch.delete_collection_namespaced_job, namespace,
-                  label_selector="cluster-ops.io/job", propagation_policy="Background", grace_period_seconds=0)
+                  label_selector=JOB_LABEL, propagation_policy="Background", grace_period_seconds=0)
+    for pod in kube.list_all("list", "pods", kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL):
+        metadata = pod.get("metadata") or {}
+        if ACCOUNTING_FINALIZER in (metadata.get("finalizers") or []):
+            kube.call("patch", "pods", kube.core.patch_namespaced_pod, metadata["name"], metadata["namespace"],
+                      {"metadata": {"$deleteFromPrimitiveList/finalizers": [ACCOUNTING_FINALIZER]}})
 
 
 def wait_until_no_pods(kube: Kube, timeout: float = 300.0) -> None:
