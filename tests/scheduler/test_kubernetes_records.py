@@ -7,7 +7,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler.backends import GpuPlace, Launch
-from scheduler.backends.kubernetes.jobs import JOB_LABEL, TAG_LABEL, WORLD_ANNOTATION, Placement, job_name, manifest
+from scheduler.backends.kubernetes.executor import still_leaving
+from scheduler.backends.kubernetes.jobs import (
+    JOB_LABEL,
+    TAG_LABEL,
+    WORLD_ANNOTATION,
+    KubeJob,
+    Placement,
+    job_name,
+    manifest,
+)
 from scheduler.backends.kubernetes.records import (
     Workload,
     add_warnings,
@@ -149,3 +158,13 @@ def test_a_waiting_job_is_one_suspended_pod_and_a_placed_one_a_pod_per_node(tena
     assert "value" not in env["WORLD_SIZE"] and "RANK" in env  # from the pod's annotations: changeable when resized
     nodes = template["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert nodes["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["gpu01", "gpu02"]
+
+
+def test_a_job_whose_pods_do_not_stop_is_named_with_their_nodes_and_what_frees_them(tenant: Tenant) -> None:
+    job = verbs.submit_job(tenant=tenant.name, name="stuck", workload_profile="cifar10", total_work=10,
+                           command="true")
+    pods = [{"spec": {"nodeName": "gpu04"}, "status": {"phase": "Running"}},
+            {"spec": {"nodeName": "gpu03"}, "status": {"phase": "Failed"}}]  # stopped: not named
+    note = still_leaving(job, KubeJob({"metadata": {"uid": "u", "name": "n"}}, pods))
+    assert note.startswith(f"job {job.pk}: placed anew once its pods on gpu04 have stopped;")
+    assert "node.kubernetes.io/out-of-service" in note

@@ -255,8 +255,9 @@ class KubernetesExecutor:
                 acknowledge([launch])
         gone = self._wait_until_off_their_nodes(kube, [kube_job for _, _, kube_job in moving])
         for launch, job, kube_job in moving:
-            if kube_job.uid in gone and self._guarded(job, now, partial(self._place, kube, job, kube_job,
-                                                                        Placement.of(launch))):
+            if kube_job.uid not in gone:
+                self.notes.append(still_leaving(job, kube_job))
+            elif self._guarded(job, now, partial(self._place, kube, job, kube_job, Placement.of(launch))):
                 acknowledge([launch])
 
     def _carry_out(self, kube: Kube, launch: Launch, job: Job) -> bool | KubeJob:
@@ -401,6 +402,15 @@ class KubernetesExecutor:
                 finish_jobs([locked], {locked.pk: now}, JobState.FAILED, f"Kubernetes refused it: {error}")
                 Job.objects.filter(pk=job.pk).update(error=str(error)[:2000])
             return True
+
+
+def still_leaving(job: Job, kube_job: KubeJob) -> str:
+    """The round's words on a suspended job whose pods have not stopped: where, and what frees a node that no
+    longer answers (its pods stay until Kubernetes knows them stopped)."""
+    nodes = sorted({str((pod.get("spec") or {}).get("nodeName") or "?") for pod in kube_job.pods
+                    if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")})
+    return (f"job {job.pk}: placed anew once its pods on {', '.join(nodes)} have stopped; a node that no longer "
+            "answers frees them only when it returns, is deleted, or is tainted node.kubernetes.io/out-of-service")
 
 
 def _annotation(kube_job: KubeJob, name: str) -> str:
