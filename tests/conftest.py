@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from django.contrib.auth.models import User
@@ -29,6 +31,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "and the integration tests, whose processes use it (CI's PostgreSQL pass); the rest are deselected, "
              "and pytest's summary counts them",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite stopped with SIGTERM (a CI timeout, ``kill``) stops as on Ctrl-C: its fixtures' teardowns run, so
+    the labs, Redis and workers it started are stopped rather than left running."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def _interrupt(number: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {number}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
