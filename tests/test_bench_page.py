@@ -3,18 +3,14 @@ date, built from the JSON the benchmark commands print."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from research.policy_bench import bench_policies
 from tests.core.strategies import PROFILES
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench.py"
+from tests.scripts import load_script
 
 # The shapes bench_round, bench_forecast, bench_telemetry and validate_pollux print (their --json).
 ROUND = {"database": "sqlite", "jobs": 1000, "gpus": 1024, "policies": {"tiresias": {
@@ -33,12 +29,7 @@ SIMULATOR = {"rows": [{"policy": "pollux", "load": "1.0", "ours_avg_jct_s": 2380
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_script", SCRIPT)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench")
 
 
 def test_the_page_is_one_current_table_with_the_machine_and_the_date(bench: ModuleType) -> None:

@@ -9,9 +9,7 @@ service.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -25,20 +23,12 @@ from kubernetes import client, config
 from scheduler.live.config import scheduler_settings
 from scheduler.models import ExecutorKind
 from tests import prerequisites
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 # Away from `make k8s-lab`'s 16443, so a lab an operator runs is left alone; another checkout's suite may pick its own.
 LAB_PORT = int(os.environ.get("K8S_TEST_LAB_PORT") or 26443)
 pytestmark = pytest.mark.needs("kubernetes")
-
-
-def _lab_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("k8s_lab", REPO / "scripts" / "k8s_lab.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 class RunningLab:
@@ -108,7 +98,7 @@ def wait_for(condition: Callable[[], Any], what: str, timeout: float = 60.0) -> 
 @pytest.fixture(scope="session")
 def k8s_lab() -> Iterator[RunningLab]:
     prerequisites.require("kubernetes")
-    module = _lab_module()
+    module = load_script("k8s_lab")
     # The lab empties its folder once it has checked that no lab runs there (ports free).
     lab = module.Lab(Path(tempfile.gettempdir()) / f"cluster-ops-k8s-lab-{LAB_PORT}", LAB_PORT, kueue=True)
     module.start(lab)

@@ -7,7 +7,6 @@ lab as it found it: its Slurm jobs cancelled, its nodes resumed.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -24,21 +23,13 @@ import pytest
 from scheduler.live.config import scheduler_settings
 from scheduler.models import ExecutorKind, Tenant
 from tests import prerequisites
+from tests.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_PORT = 26817  # away from `make slurm-lab`'s 16817, so a lab an operator runs is left alone
 # Every Slurm test runs against each release; CI's second pass, which checks another database, takes one.
 RELEASES = tuple(os.environ.get("SLURM_TEST_RELEASES", "22.05,24.11").split(","))
 pytestmark = pytest.mark.needs("slurm")
-
-
-def _lab_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("slurm_lab", REPO / "scripts" / "slurm_lab.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 class RunningLab:
@@ -88,7 +79,7 @@ def slurm_lab(request: pytest.FixtureRequest) -> Iterator[RunningLab]:
     prerequisites.require("slurm")
     if os.geteuid() != 0:
         pytest.fail("the Slurm lab starts its daemons as root (as .ci/run and `make test` run)", pytrace=False)
-    module = _lab_module()
+    module = load_script("slurm_lab")
     port = LAB_PORT + 100 * RELEASES.index(request.param)
     # Not under pytest's own temporary folder (0700): slurmrestd and MariaDB run as their own users and read it.
     root = Path(tempfile.gettempdir()) / f"cluster-ops-slurm-lab-{port}"
