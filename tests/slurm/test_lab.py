@@ -12,15 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests import prerequisites
-
-from .conftest import _lab_module
+from tests.scripts import load_script
 
 PORT = 36817  # away from the suite's lab (26817) and `make slurm-lab`'s (16817)
 
 
 def test_a_checkout_closed_to_other_users_gets_a_lab_folder_they_can_enter(tmp_path: Path) -> None:
     """MariaDB and slurmrestd run as their own users: under a 0700 home they could not enter var/slurm-lab."""
-    module = _lab_module()
+    module = load_script("slurm_lab")
     home = tmp_path / "home" / "someone"
     checkout = home / "cluster-ops"
     checkout.mkdir(parents=True)
@@ -36,7 +35,7 @@ def test_a_checkout_closed_to_other_users_gets_a_lab_folder_they_can_enter(tmp_p
 @pytest.mark.needs("slurm")
 def test_a_lab_dir_closed_to_other_users_is_refused_before_anything_starts(tmp_path: Path) -> None:
     prerequisites.require("slurm")
-    module = _lab_module()
+    module = load_script("slurm_lab")
     closed = tmp_path / "closed"
     closed.mkdir(mode=0o700)
     lab = module.Lab(closed / "lab", PORT)
@@ -50,7 +49,7 @@ def test_a_failed_start_stops_what_it_started_and_the_next_start_works(monkeypat
     prerequisites.require("slurm")
     if os.geteuid() != 0:
         pytest.fail("the Slurm lab starts its daemons as root (as .ci/run and `make test` run)", pytrace=False)
-    module = _lab_module()
+    module = load_script("slurm_lab")
     root = Path(tempfile.gettempdir()) / f"cluster-ops-slurm-lab-{PORT}"
     shutil.rmtree(root, ignore_errors=True)
     lab = module.Lab(root, PORT)
@@ -79,7 +78,7 @@ def test_a_failed_start_stops_what_it_started_and_the_next_start_works(monkeypat
 
 def test_stop_and_env_speak_to_the_release_the_folder_was_started_with(tmp_path: Path) -> None:
     """`make slurm-lab-stop` without SLURM_LAB_RELEASE stops a 22.05 lab as 22.05 (its root's munged and mounts)."""
-    module = _lab_module()
+    module = load_script("slurm_lab")
     lab = module.Lab(tmp_path / "lab", PORT)
     assert lab.release.name == module.DEFAULT_RELEASE and lab.as_started() == lab  # never started: as asked
     (tmp_path / "lab" / "run").mkdir(parents=True)
