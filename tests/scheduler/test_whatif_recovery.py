@@ -84,7 +84,7 @@ def test_every_background_task_has_a_time_limit_and_rounds_have_a_queue_of_their
     routes = settings.CELERY_TASK_ROUTES
     on_rounds = {name for name, route in routes.items() if route["queue"] == settings.ROUND_QUEUE}
     assert on_rounds == {"scheduler.run_round", "scheduler.start_between_rounds", "scheduler.feed_demo",
-                         "cluster_ops.heartbeat"}
+                         "scheduler.submit_late_examples", "cluster_ops.heartbeat"}
     assert routes["scheduler.run_whatif"]["queue"] == settings.BACKGROUND_QUEUE
     # Forecasts and reports never wait behind what-ifs: a queue of their own.
     on_reports = {name for name, route in routes.items() if route["queue"] == settings.REPORT_QUEUE}
