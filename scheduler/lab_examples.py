@@ -29,7 +29,7 @@ from scheduler.models import Job, Tenant
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "elastic_train.py"
 GLOBAL_BATCH = 64  # the example's default: its progress reports count samples, steps × this
-LATE_ARRIVAL_SECONDS = 60  # long enough for the borrowers to be running, short next to their 1.5–2 min of steps
+LATE_ARRIVAL_SECONDS = 60  # long enough for the first jobs to be running, short next to their 1.5–2 min of steps
 LATE_TASK = "scheduler.submit_late_examples"
 LATE_SCHEDULE_NAME = "lab-examples-arriving"
 LATE_POLL_SECONDS = 5
@@ -112,6 +112,8 @@ def submit_late_examples(now: datetime) -> int:
             return 0
         waiting = [Example(**fields) for fields in json.loads(entry.kwargs or "{}").get("examples", [])]
         due = [example for example in waiting if example.due(now)]
+        if not due:
+            return 0  # the entry left as it is: beat reloads its schedule only when one changes
         submitted = _submit(due, now)
         _leave_to_beat([example for example in waiting if example not in due])
     return submitted
