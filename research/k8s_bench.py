@@ -26,7 +26,8 @@ from typing import Any
 from django.utils import timezone
 
 from scheduler.backends.kubernetes.client import Kube
-from scheduler.backends.kubernetes.jobs import ACCOUNTING_FINALIZER, JOB_LABEL
+from scheduler.backends.kubernetes.executor import release_finalizer
+from scheduler.backends.kubernetes.jobs import JOB_LABEL
 from scheduler.live.config import update_settings
 from scheduler.live.round import run_round
 from scheduler.models import ExecutorKind, Job, JobState, SchedulingRound, Tenant
@@ -121,11 +122,8 @@ def delete_jobs(kube: Kube) -> None:
     for namespace in NAMESPACES:
         kube.call("delete", "jobs", kube.batch.delete_collection_namespaced_job, namespace,
                   label_selector=JOB_LABEL, propagation_policy="Background", grace_period_seconds=0)
-    for pod in kube.list_all("list", "pods", kube.core.list_pod_for_all_namespaces, label_selector=JOB_LABEL):
-        metadata = pod.get("metadata") or {}
-        if ACCOUNTING_FINALIZER in (metadata.get("finalizers") or []):
-            kube.call("patch", "pods", kube.core.patch_namespaced_pod, metadata["name"], metadata["namespace"],
-                      {"metadata": {"$deleteFromPrimitiveList/finalizers": [ACCOUNTING_FINALIZER]}})
+    release_finalizer(kube, list(kube.list_all("list", "pods", kube.core.list_pod_for_all_namespaces,
+                                               label_selector=JOB_LABEL)))
 
 
 def wait_until_no_pods(kube: Kube, timeout: float = 300.0) -> None:

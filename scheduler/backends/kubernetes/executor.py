@@ -59,7 +59,7 @@ from scheduler.backends.kubernetes.jobs import (
     manifest,
     waiting_reason,
 )
-from scheduler.backends.kubernetes.records import container_runs, node_record, time_of
+from scheduler.backends.kubernetes.records import container_runs, node_record, pod_ended, time_of
 from scheduler.backends.mirror import charge_runs
 from scheduler.bulk import update_many
 from scheduler.core.types import ClusterSnapshot
@@ -104,7 +104,7 @@ class KubernetesExecutor:
             if owner:
                 pods.setdefault(str(owner.get("uid")), []).append(pod)
         labelled = {raw["metadata"]["uid"]: raw for raw in raws}
-        self._release_orphans(kube, [pod for uid, owned in pods.items() if uid not in labelled for pod in owned])
+        release_finalizer(kube, [pod for uid, owned in pods.items() if uid not in labelled for pod in owned])
         ids = {int(value) for raw in raws if (value := raw["metadata"].get("labels", {}).get(JOB_LABEL, "")).isdigit()}
         tags = {pk: job_tag(token) for pk, token in Job.objects.filter(pk__in=ids).values_list("pk", "report_token")}
         found: dict[int, KubeJob] = {}
@@ -117,24 +117,6 @@ class KubernetesExecutor:
                 self.notes.append(f"Kubernetes Job {raw['metadata'].get('namespace')}/{raw['metadata']['name']} says "
                                   f"it runs console job {labels.get(JOB_LABEL)}, which does not know it: left alone")
         return found
-
-    def _release_orphans(self, kube: Kube, orphans: list[Mapping[str, Any]]) -> None:
-        """Pods whose Job is deleted (a cancel, an operator) wait for the console's accounting finalizer: released,
-        so they go (their GPU time was charged while their job ran). A conflict is retried next round."""
-        for pod in orphans:
-            metadata = pod.get("metadata") or {}
-            finalizers = list(metadata.get("finalizers") or [])
-            if ACCOUNTING_FINALIZER not in finalizers:
-                continue
-            at = finalizers.index(ACCOUNTING_FINALIZER)
-            patch = [{"op": "test", "path": f"/metadata/finalizers/{at}", "value": ACCOUNTING_FINALIZER},
-                     {"op": "remove", "path": f"/metadata/finalizers/{at}"}]
-            try:
-                kube.call("patch", "pods", kube.core.patch_namespaced_pod, metadata.get("name"),
-                          metadata.get("namespace"), patch)
-            except KubernetesRefused as refused:
-                if refused.status not in (404, 409, 422):  # gone, changed meanwhile, or its list moved: next round
-                    raise
 
     # --- observe ---------------------------------------------------------------------------------------------
 
@@ -276,7 +258,7 @@ class KubernetesExecutor:
                 return True  # already where it should be
             self._patch(kube, job, kube_job, {"spec": {"suspend": True}})
             return kube_job
-        if any((pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for pod in kube_job.pods):
+        if not all(pod_ended(pod) for pod in kube_job.pods):
             return kube_job  # suspended, its pods still leaving
         self._place(kube, job, kube_job, placement)
         return True
@@ -376,8 +358,7 @@ class KubernetesExecutor:
                     pods[owner].append(pod)
             for uid, kube_job in wanted.items():
                 kube_job.pods = pods[uid]
-            gone = {uid for uid, owned in pods.items() if not any(
-                (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") for pod in owned)}
+            gone = {uid for uid, owned in pods.items() if all(pod_ended(pod) for pod in owned)}
             if gone != set(wanted):
                 time.sleep(0.25)
         return gone
@@ -404,11 +385,30 @@ class KubernetesExecutor:
             return True
 
 
+def release_finalizer(kube: Kube, pods: list[Mapping[str, Any]]) -> None:
+    """Pods whose Job is deleted (a cancel, an operator) wait for the console's accounting finalizer: released,
+    so they go (their GPU time was charged while their job ran). A conflict is retried next round."""
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        finalizers = list(metadata.get("finalizers") or [])
+        if ACCOUNTING_FINALIZER not in finalizers:
+            continue
+        at = finalizers.index(ACCOUNTING_FINALIZER)
+        patch = [{"op": "test", "path": f"/metadata/finalizers/{at}", "value": ACCOUNTING_FINALIZER},
+                 {"op": "remove", "path": f"/metadata/finalizers/{at}"}]
+        try:
+            kube.call("patch", "pods", kube.core.patch_namespaced_pod, metadata.get("name"),
+                      metadata.get("namespace"), patch)
+        except KubernetesRefused as refused:
+            if refused.status not in (404, 409, 422):  # gone, changed meanwhile, or its list moved: next round
+                raise
+
+
 def still_leaving(job: Job, kube_job: KubeJob) -> str:
     """The round's words on a suspended job whose pods have not stopped: where, and what frees a node that no
     longer answers (its pods stay until Kubernetes knows them stopped)."""
     nodes = sorted({str((pod.get("spec") or {}).get("nodeName") or "?") for pod in kube_job.pods
-                    if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")})
+                    if not pod_ended(pod)})
     return (f"job {job.pk}: placed anew once its pods on {', '.join(nodes)} have stopped; a node that no longer "
             "answers frees them only when it returns, is deleted, or is tainted node.kubernetes.io/out-of-service")
 

@@ -21,7 +21,7 @@ from django.conf import settings
 
 from scheduler.backends import Launch
 from scheduler.backends.files import checkpoint_dir, job_tag
-from scheduler.backends.kubernetes.records import GPU, OWNER_LABEL, pod_gpus, time_of
+from scheduler.backends.kubernetes.records import GPU, OWNER_LABEL, pod_gpus, pod_running, time_of
 from scheduler.models import Job, JobState
 
 JOB_LABEL, TAG_LABEL = "cluster-ops.io/job", "cluster-ops.io/tag"
@@ -139,8 +139,7 @@ class KubeJob:
                      if condition.get("type") == kind and condition.get("status") == "True"), None)
 
     def running_pods(self) -> list[Mapping[str, Any]]:
-        return [pod for pod in self.pods if (pod.get("status") or {}).get("phase") == "Running"
-                and not (pod.get("metadata") or {}).get("deletionTimestamp")]
+        return [pod for pod in self.pods if pod_running(pod)]
 
     def placement(self) -> Placement:
         """Where its pods run now, in rank order."""

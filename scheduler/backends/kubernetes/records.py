@@ -144,8 +144,17 @@ def waits_unsuspended(workload: Workload) -> bool:
 
 
 def _running_pods(workload: Workload) -> list[Mapping[str, Any]]:
-    return [pod for pod in workload.pods
-            if _phase(pod) == "Running" and not (pod.get("metadata") or {}).get("deletionTimestamp")]
+    return [pod for pod in workload.pods if pod_running(pod)]
+
+
+def pod_running(pod: Mapping[str, Any]) -> bool:
+    """Running and not being deleted."""
+    return _phase(pod) == "Running" and not (pod.get("metadata") or {}).get("deletionTimestamp")
+
+
+def pod_ended(pod: Mapping[str, Any]) -> bool:
+    """Its containers have stopped for good (Succeeded or Failed): its GPUs are free."""
+    return _phase(pod) in ("Succeeded", "Failed")
 
 
 def container_runs(pods: Iterable[Mapping[str, Any]]) -> list[tuple[int, datetime, datetime | None]]:
